@@ -1,0 +1,18 @@
+"""NumPy reference implementation: the same math as the WGSL shaders, in float32 or float64.
+
+It is the CPU fallback and the oracle the GPU kernels are tested against; it is itself checked
+against finite differences in float64 (tests/test_reference_gradients.py).
+"""
+
+from .projection import NEAR_PLANE, TILE_SIZE, Projection, project, project_backward
+from .raster import (ALPHA_MAX, ALPHA_MIN, T_MIN, RasterResult, RasterStructure, ScreenGrads,
+                     bin_and_sort, rasterize, rasterize_backward)
+from .render import Gradients, RenderOutput, render, render_backward
+from .sh import eval_sh, eval_sh_backward
+
+__all__ = [
+    "ALPHA_MAX", "ALPHA_MIN", "NEAR_PLANE", "T_MIN", "TILE_SIZE", "Gradients", "Projection",
+    "RasterResult", "RasterStructure", "RenderOutput", "ScreenGrads", "bin_and_sort", "eval_sh",
+    "eval_sh_backward", "project", "project_backward", "rasterize", "rasterize_backward",
+    "render", "render_backward",
+]

@@ -1,0 +1,233 @@
+"""EWA projection of 3D Gaussians to screen space, and its exact analytic backward pass.
+
+Conventions (DESIGN.md §2): OpenCV camera, pinhole intrinsics, pixel centres at integer + 0.5,
+near-plane cull at z < 0.01, the tangent of the view ray clamped to ±1.3·tan(half-fov) before the
+Jacobian, 0.3 px² low-pass dilation, radius = ceil(3·sqrt(λ_max)), 16×16 pixel tiles.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from ..camera import Camera
+from ..model import GaussianModel
+from .sh import eval_sh, eval_sh_backward
+
+NEAR_PLANE = 0.01
+FRUSTUM_CLAMP = 1.3
+COV2D_DILATION = 0.3
+TILE_SIZE = 16
+
+
+@dataclass
+class Projection:
+    """Per-Gaussian screen-space quantities (N rows; rows with radii == 0 are culled).
+
+    conics holds (a, b, c) of the inverse 2D covariance [[a, b], [b, c]]; tile_rect holds the
+    covered tiles as (tx0, ty0, tx1, ty1), max exclusive. ``terms`` keeps intermediates for the
+    backward pass.
+    """
+
+    means2d: np.ndarray
+    conics: np.ndarray
+    depths: np.ndarray
+    radii: np.ndarray
+    colors: np.ndarray
+    opacities: np.ndarray
+    tile_rect: np.ndarray
+    width: int
+    height: int
+    terms: dict = field(default_factory=dict, repr=False)
+
+    @property
+    def visible(self) -> np.ndarray:
+        return self.radii > 0
+
+    @property
+    def tiles_x(self) -> int:
+        return (self.width + TILE_SIZE - 1) // TILE_SIZE
+
+    @property
+    def tiles_y(self) -> int:
+        return (self.height + TILE_SIZE - 1) // TILE_SIZE
+
+
+def quat_to_rotmat(q: np.ndarray) -> np.ndarray:
+    """Rotation matrices (N,3,3) from *normalised* quaternions w,x,y,z (N,4)."""
+    w, x, y, z = q[:, 0], q[:, 1], q[:, 2], q[:, 3]
+    return np.stack([
+        1 - 2 * (y * y + z * z), 2 * (x * y - w * z), 2 * (x * z + w * y),
+        2 * (x * y + w * z), 1 - 2 * (x * x + z * z), 2 * (y * z - w * x),
+        2 * (x * z - w * y), 2 * (y * z + w * x), 1 - 2 * (x * x + y * y),
+    ], axis=1).reshape(-1, 3, 3)
+
+
+def rotmat_backward(q: np.ndarray, dL_dR: np.ndarray) -> np.ndarray:
+    """dL/dq (N,4) for R = quat_to_rotmat(q) given dL/dR (N,3,3), q normalised w,x,y,z."""
+    w, x, y, z = q[:, 0], q[:, 1], q[:, 2], q[:, 3]
+    g = dL_dR
+    dw = 2 * (-z * g[:, 0, 1] + y * g[:, 0, 2] + z * g[:, 1, 0] - x * g[:, 1, 2] - y * g[:, 2, 0]
+              + x * g[:, 2, 1])
+    dx = 2 * (y * g[:, 0, 1] + z * g[:, 0, 2] + y * g[:, 1, 0] - 2 * x * g[:, 1, 1] - w * g[:, 1, 2]
+              + z * g[:, 2, 0] + w * g[:, 2, 1] - 2 * x * g[:, 2, 2])
+    dy = 2 * (-2 * y * g[:, 0, 0] + x * g[:, 0, 1] + w * g[:, 0, 2] + x * g[:, 1, 0] + z * g[:, 1, 2]
+              - w * g[:, 2, 0] + z * g[:, 2, 1] - 2 * y * g[:, 2, 2])
+    dz = 2 * (-2 * z * g[:, 0, 0] - w * g[:, 0, 1] + x * g[:, 0, 2] + w * g[:, 1, 0]
+              - 2 * z * g[:, 1, 1] + y * g[:, 1, 2] + x * g[:, 2, 0] + y * g[:, 2, 1])
+    return np.stack([dw, dx, dy, dz], axis=1)
+
+
+def project(model: GaussianModel, camera: Camera, active_sh_degree: int | None = None) -> Projection:
+    """Project every Gaussian; computed in the model's dtype (use float64 for gradient checks)."""
+    dtype = model.dtype
+    deg = model.sh_degree if active_sh_degree is None else min(active_sh_degree, model.sh_degree)
+    rot_cam = camera.rotation.astype(dtype)
+    trans_cam = camera.translation.astype(dtype)
+    fx, fy, cx, cy = (dtype.type(v) for v in (camera.fx, camera.fy, camera.cx, camera.cy))
+
+    t = model.means @ rot_cam.T + trans_cam
+    in_front = t[:, 2] >= NEAR_PLANE
+    tz = np.where(in_front, t[:, 2], 1.0).astype(dtype)  # culled rows: keep the math finite
+    tx, ty = t[:, 0], t[:, 1]
+
+    qnorm = np.linalg.norm(model.quats, axis=1)
+    qn = model.quats / qnorm[:, None]
+    rot = quat_to_rotmat(qn)
+    scales = np.exp(model.log_scales)
+    m = rot * scales[:, None, :]  # R·S
+    cov3d = m @ m.transpose(0, 2, 1)
+
+    lim_x = FRUSTUM_CLAMP * camera.tan_half_fov_x
+    lim_y = FRUSTUM_CLAMP * camera.tan_half_fov_y
+    ux, uy = tx / tz, ty / tz
+    clamped_x = (ux < -lim_x) | (ux > lim_x)
+    clamped_y = (uy < -lim_y) | (uy > lim_y)
+    ux_c, uy_c = np.clip(ux, -lim_x, lim_x), np.clip(uy, -lim_y, lim_y)
+    n = model.num
+    jac = np.zeros((n, 2, 3), dtype=dtype)
+    jac[:, 0, 0] = fx / tz
+    jac[:, 0, 2] = -fx * ux_c / tz
+    jac[:, 1, 1] = fy / tz
+    jac[:, 1, 2] = -fy * uy_c / tz
+    tmat = jac @ rot_cam  # J·W
+    cov2d = tmat @ cov3d @ tmat.transpose(0, 2, 1)
+    a = cov2d[:, 0, 0] + COV2D_DILATION
+    b = cov2d[:, 0, 1]
+    c = cov2d[:, 1, 1] + COV2D_DILATION
+    det = a * c - b * b
+    ok = in_front & (det > 0)
+    safe_det = np.where(ok, det, 1.0)
+    conics = np.stack([c / safe_det, -b / safe_det, a / safe_det], axis=1)
+    mid = 0.5 * (a + c)
+    lam_max = mid + np.sqrt(np.maximum(mid * mid - det, 0.0))
+    radius = np.ceil(3.0 * np.sqrt(np.maximum(lam_max, 0.0)))
+
+    means2d = np.stack([fx * ux + cx, fy * uy + cy], axis=1)
+    tiles_x = (camera.width + TILE_SIZE - 1) // TILE_SIZE
+    tiles_y = (camera.height + TILE_SIZE - 1) // TILE_SIZE
+    with np.errstate(invalid="ignore"):
+        rect = np.stack([
+            np.clip(np.floor((means2d[:, 0] - radius) / TILE_SIZE), 0, tiles_x),
+            np.clip(np.floor((means2d[:, 1] - radius) / TILE_SIZE), 0, tiles_y),
+            np.clip(np.ceil((means2d[:, 0] + radius) / TILE_SIZE), 0, tiles_x),
+            np.clip(np.ceil((means2d[:, 1] + radius) / TILE_SIZE), 0, tiles_y),
+        ], axis=1)
+    rect = np.where(ok[:, None], rect, 0).astype(np.int64)
+    ok &= (rect[:, 2] > rect[:, 0]) & (rect[:, 3] > rect[:, 1])
+    rect[~ok] = 0
+    radii = np.where(ok, radius, 0).astype(np.int32)
+
+    view = model.means - camera.center.astype(dtype)
+    view_len = np.linalg.norm(view, axis=1)
+    dirs = view / np.maximum(view_len, 1e-12)[:, None]
+    colors_raw = eval_sh(model.sh, dirs, deg) + 0.5
+    colors = np.maximum(colors_raw, 0.0)
+    opacities = 1.0 / (1.0 + np.exp(-model.opacity_logits))
+
+    terms = dict(t=t, tz=tz, ux=ux, uy=uy, ux_c=ux_c, uy_c=uy_c, clamped_x=clamped_x,
+                 clamped_y=clamped_y, qn=qn, qnorm=qnorm, rot=rot, scales=scales, m=m,
+                 cov3d=cov3d, tmat=tmat, view_len=view_len, dirs=dirs,
+                 colors_raw=colors_raw, sh_degree=deg)
+    return Projection(means2d, conics, t[:, 2].copy(), radii, colors, opacities, rect,
+                      camera.width, camera.height, terms)
+
+
+def project_backward(model: GaussianModel, camera: Camera, proj: Projection, dL_dmeans2d: np.ndarray,
+                     dL_dconics: np.ndarray, dL_dcolors: np.ndarray,
+                     dL_dopacities: np.ndarray) -> GaussianModel:
+    """Chain screen-space gradients back to the parameters; returns a GaussianModel of gradients.
+
+    dL_dconics is w.r.t. (a, b, c) where b is the shared off-diagonal entry. Culled rows get zero.
+    """
+    tm = proj.terms
+    vis = proj.visible
+    dtype = model.dtype
+    rot_cam = camera.rotation.astype(dtype)
+    fx, fy = dtype.type(camera.fx), dtype.type(camera.fy)
+    grads = model.zeros_like()
+    if not vis.any():
+        return grads
+    # Only visible rows carry gradient; zeroing the inputs keeps all later math finite and exact.
+    g_m2d = np.where(vis[:, None], dL_dmeans2d, 0.0)
+    g_conic = np.where(vis[:, None], dL_dconics, 0.0)
+    g_col = np.where(vis[:, None], dL_dcolors, 0.0)
+    g_opa = np.where(vis, dL_dopacities, 0.0)
+    tz, ux, uy = tm["tz"], tm["ux"], tm["uy"]
+
+    # opacity = sigmoid(logit)
+    o = proj.opacities
+    grads.opacity_logits[:] = g_opa * o * (1.0 - o)
+
+    # colour = max(SH(dir) + 0.5, 0), dir = normalise(mean - camera centre)
+    g_col = g_col * (tm["colors_raw"] > 0)
+    g_sh, g_dir = eval_sh_backward(model.sh, tm["dirs"], tm["sh_degree"], g_col)
+    grads.sh[:] = g_sh
+    d = tm["dirs"]
+    g_view = (g_dir - d * np.sum(g_dir * d, axis=1, keepdims=True)) / np.maximum(tm["view_len"], 1e-12)[:, None]
+    g_means = g_view
+
+    # conic = inverse(Σ2D): dL/dΣ2D = -C G C with G the symmetric gradient (b counted twice)
+    a_, b_, c_ = proj.conics[:, 0], proj.conics[:, 1], proj.conics[:, 2]
+    cmat = np.stack([a_, b_, b_, c_], axis=1).reshape(-1, 2, 2)
+    gmat = np.stack([g_conic[:, 0], 0.5 * g_conic[:, 1], 0.5 * g_conic[:, 1], g_conic[:, 2]],
+                    axis=1).reshape(-1, 2, 2)
+    g_cov2d = -cmat @ gmat @ cmat
+
+    # Σ2D = T Σ Tᵀ + 0.3 I with T = J W
+    tmat, cov3d = tm["tmat"], tm["cov3d"]
+    g_cov3d = tmat.transpose(0, 2, 1) @ g_cov2d @ tmat
+    g_tmat = 2.0 * g_cov2d @ tmat @ cov3d
+    g_jac = g_tmat @ rot_cam.T
+
+    # Σ = M Mᵀ, M = R(q) S
+    g_m = 2.0 * g_cov3d @ tm["m"]
+    scales, rot = tm["scales"], tm["rot"]
+    g_scales = np.sum(g_m * rot, axis=1)
+    grads.log_scales[:] = g_scales * scales
+    g_rot = g_m * scales[:, None, :]
+    g_qn = rotmat_backward(tm["qn"], g_rot)
+    qn = tm["qn"]
+    grads.quats[:] = (g_qn - qn * np.sum(g_qn * qn, axis=1, keepdims=True)) / tm["qnorm"][:, None]
+
+    # J entries as functions of camera-space t (exact also where the ray tangent is clamped:
+    # there J02 = -fx·lim/tz and does not depend on tx).
+    g_t = np.zeros_like(tm["t"])
+    tz2 = tz * tz
+    g_t[:, 2] += -fx / tz2 * g_jac[:, 0, 0] - fy / tz2 * g_jac[:, 1, 1]
+    # J02 = -fx·ux_c/tz; unclamped ux_c = tx/tz
+    cx_mask, cy_mask = tm["clamped_x"], tm["clamped_y"]
+    g_t[:, 0] += np.where(cx_mask, 0.0, -fx / tz2 * g_jac[:, 0, 2])
+    g_t[:, 2] += np.where(cx_mask, fx * tm["ux_c"] / tz2, 2.0 * fx * ux / tz2) * g_jac[:, 0, 2]
+    g_t[:, 1] += np.where(cy_mask, 0.0, -fy / tz2 * g_jac[:, 1, 2])
+    g_t[:, 2] += np.where(cy_mask, fy * tm["uy_c"] / tz2, 2.0 * fy * uy / tz2) * g_jac[:, 1, 2]
+    # mean2d = (fx·tx/tz + cx, fy·ty/tz + cy)
+    g_t[:, 0] += fx / tz * g_m2d[:, 0]
+    g_t[:, 1] += fy / tz * g_m2d[:, 1]
+    g_t[:, 2] += -fx * ux / tz * g_m2d[:, 0] - fy * uy / tz * g_m2d[:, 1]
+    g_means = g_means + g_t @ rot_cam
+    grads.means[:] = np.where(vis[:, None], g_means, 0.0)
+    for arr in (grads.log_scales, grads.quats, grads.sh):
+        arr[~vis] = 0.0
+    return grads
