@@ -10,7 +10,7 @@ import pytest
 
 from wgsl_splat.model import GaussianModel
 from wgsl_splat.ply import PlyError, load_ply, ply_property_names, save_ply
-import wgsl_splat.ply as ply
+import wgsl_splat.atomic_io as atomic_io
 
 
 @pytest.fixture
@@ -257,24 +257,24 @@ def test_failed_write_keeps_existing_file(tmp_path, rng, monkeypatch):
         def __exit__(self, *exc):
             self.f.close()
 
-    real_open_temp = ply._open_temp
+    real_open_temp = atomic_io._open_temp
 
     def failing_open_temp(p):
         tmp, f = real_open_temp(p)
         return tmp, DiskFull(f)
 
-    monkeypatch.setattr(ply, "_open_temp", failing_open_temp)
+    monkeypatch.setattr(atomic_io, "_open_temp", failing_open_temp)
     with pytest.raises(OSError, match="No space"):
         save_ply(path, GaussianModel.random(60, rng, sh_degree=3, dtype=np.float32))
     assert path.read_bytes() == before
     assert os.listdir(tmp_path) == ["m.ply"]
 
     # A failure at the rename itself must not leave the temp file either.
-    monkeypatch.setattr(ply, "_open_temp", real_open_temp)
+    monkeypatch.setattr(atomic_io, "_open_temp", real_open_temp)
     def failing_replace(src, dst):
         raise OSError("rename failed")
 
-    monkeypatch.setattr(ply.os, "replace", failing_replace)
+    monkeypatch.setattr(atomic_io.os, "replace", failing_replace)
     with pytest.raises(OSError, match="rename failed"):
         save_ply(path, GaussianModel.random(3, rng, sh_degree=0, dtype=np.float32))
     assert path.read_bytes() == before

@@ -15,15 +15,14 @@ accepts ascii, binary little- and big-endian files with any numeric property typ
 
 from __future__ import annotations
 
-import contextlib
 import os
 import re
-import secrets
 from collections import Counter
 from dataclasses import dataclass
 
 import numpy as np
 
+from .atomic_io import atomic_open
 from .model import GaussianModel, num_sh_coeffs
 
 __all__ = ["PlyError", "save_ply", "load_ply", "ply_property_names"]
@@ -83,18 +82,6 @@ def _encode(model: GaussianModel) -> tuple[bytes, np.ndarray]:
     return header.encode("ascii"), data
 
 
-def _open_temp(path: str):
-    """Create a fresh temp file next to ``path`` (same filesystem, so os.replace is atomic).
-
-    Returns ``(temp_path, binary file object)``. ``os.open`` with mode 0o666 lets the umask decide
-    the final permissions, as a plain ``open`` would (``mkstemp`` would force 0o600).
-    """
-    directory, base = os.path.split(os.path.abspath(path))
-    tmp = os.path.join(directory, f".{base}.{secrets.token_hex(6)}.tmp")
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_BINARY", 0), 0o666)
-    return tmp, os.fdopen(fd, "wb")
-
-
 def save_ply(path, model: GaussianModel) -> None:
     """Write ``model`` to ``path`` in the 3DGS PLY layout, atomically.
 
@@ -102,20 +89,10 @@ def save_ply(path, model: GaussianModel) -> None:
     (and a crash mid-write) never see a half-written file and an existing file stays intact when
     writing fails.
     """
-    path = os.fspath(path)
     header, data = _encode(model)
-    tmp, f = _open_temp(path)
-    try:
-        with f:
-            f.write(header)
-            f.write(data.reshape(-1).view(np.uint8))  # the array's own buffer, no bytes copy
-            f.flush()
-            os.fsync(f.fileno())  # the bytes must be on disk before the rename makes them visible
-        os.replace(tmp, path)
-    except BaseException:
-        with contextlib.suppress(OSError):
-            os.unlink(tmp)
-        raise
+    with atomic_open(path) as f:
+        f.write(header)
+        f.write(data.reshape(-1).view(np.uint8))  # the array's own buffer, no bytes copy
 
 
 # ------------------------------------------------------------------------------------------------

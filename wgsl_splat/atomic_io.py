@@ -1,0 +1,72 @@
+"""Atomic file output: every file the tool writes (PLY, checkpoints, PNGs, JSON) goes through here.
+
+Data goes to a temp file in the target's directory (same filesystem, so ``os.replace`` is atomic),
+is fsynced, then replaces the target: readers and a crash mid-write never see a half-written file,
+and an existing file stays intact when writing fails.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import json
+import os
+import secrets
+
+import numpy as np
+
+
+def _open_temp(path: str):
+    """Create a fresh temp file next to ``path``; returns ``(temp_path, binary file object)``.
+
+    ``os.open`` with mode 0o666 lets the umask decide the final permissions, as a plain ``open``
+    would (``mkstemp`` would force 0o600).
+    """
+    directory, base = os.path.split(os.path.abspath(path))
+    tmp = os.path.join(directory, f".{base}.{secrets.token_hex(6)}.tmp")
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_BINARY", 0), 0o666)
+    return tmp, os.fdopen(fd, "wb")
+
+
+@contextlib.contextmanager
+def atomic_open(path):
+    """``with atomic_open(path) as f: f.write(...)`` — the file appears only if the block succeeds."""
+    path = os.fspath(path)
+    tmp, f = _open_temp(path)
+    try:
+        with f:
+            yield f
+            f.flush()
+            os.fsync(f.fileno())  # bytes on disk before the rename makes them visible
+        os.replace(tmp, path)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
+        raise
+
+
+def write_bytes(path, data: bytes) -> None:
+    with atomic_open(path) as f:
+        f.write(data)
+
+
+def write_json(path, obj) -> None:
+    write_bytes(path, (json.dumps(obj, indent=2, sort_keys=False) + "\n").encode())
+
+
+def save_png(path, image: np.ndarray) -> None:
+    """Save an (H,W,3) float image in [0,1] (clipped) as an 8-bit PNG."""
+    import imageio.v3 as iio
+
+    img = np.asarray(image)
+    if img.dtype != np.uint8:
+        img = (np.clip(img, 0.0, 1.0) * 255.0 + 0.5).astype(np.uint8)
+    buf = io.BytesIO()
+    iio.imwrite(buf, img, extension=".png")
+    write_bytes(path, buf.getvalue())
+
+
+def save_npz(path, **arrays) -> None:
+    buf = io.BytesIO()
+    np.savez(buf, **arrays)
+    write_bytes(path, buf.getvalue())
