@@ -1,0 +1,129 @@
+"""The training step, one API for both paths: ``step(camera, target) -> loss``.
+
+A step renders one view, computes the loss ``(1-λ)·L1 + λ·(1-SSIM)`` and its gradient, runs the
+backward pass, accumulates the densification statistics and applies one Adam update in place.
+:class:`CpuTrainStep` does it with the NumPy reference; ``wgsl_splat.gpu.step.GpuTrainStep`` does
+the same on the device. The trainer loop only talks to this interface.
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from dataclasses import dataclass
+
+import numpy as np
+
+from .camera import Camera
+from .model import GaussianModel
+from .optim import AdamState, OptimConfig, adam_step
+
+DEFAULT_LAMBDA_DSSIM = 0.2
+
+
+@dataclass
+class DensifyStats:
+    """Adaptive-density-control statistics, accumulated over the views a Gaussian was visible in.
+
+    grad_accum: Σ ‖∂L/∂μ2D‖ in NDC units (pixel gradient scaled by W/2, H/2, as 3DGS's
+    viewspace-point gradient); denom: number of views it was visible in; max_radii: largest screen
+    radius (pixels) seen.
+    """
+
+    grad_accum: np.ndarray
+    denom: np.ndarray
+    max_radii: np.ndarray
+
+    @staticmethod
+    def zeros(n: int) -> "DensifyStats":
+        return DensifyStats(np.zeros(n, np.float32), np.zeros(n, np.float32), np.zeros(n, np.float32))
+
+    def mean_grad(self) -> np.ndarray:
+        return self.grad_accum / np.maximum(self.denom, 1.0)
+
+
+def ndc_grad_norm(dL_dmeans2d: np.ndarray, width: int, height: int) -> np.ndarray:
+    """‖∂L/∂μ2D‖ in NDC units from the pixel-space gradient."""
+    return np.hypot(dL_dmeans2d[:, 0] * (0.5 * width), dL_dmeans2d[:, 1] * (0.5 * height))
+
+
+@dataclass
+class StepResult:
+    loss: float
+    l1: float | None = None
+    ssim: float | None = None
+
+
+class TrainStep(ABC):
+    """Owns the parameters, the Adam state and the densification statistics of one path."""
+
+    def __init__(self, config: OptimConfig, background=(0.0, 0.0, 0.0),
+                 lambda_dssim: float = DEFAULT_LAMBDA_DSSIM):
+        self.config = config
+        self.background = np.asarray(background, dtype=np.float32).reshape(3)
+        self.lambda_dssim = lambda_dssim
+
+    @abstractmethod
+    def step(self, camera: Camera, target: np.ndarray, active_sh_degree: int | None = None) -> float:
+        """One optimisation step on one view; returns the loss (a float: the GPU path may return the
+        value of an earlier step's loss to avoid a read-back, see its docs)."""
+
+    @abstractmethod
+    def get_model(self) -> GaussianModel:
+        """The current parameters on the host (a copy)."""
+
+    @abstractmethod
+    def get_state(self) -> tuple[GaussianModel, AdamState, DensifyStats]:
+        """Parameters, optimiser state and statistics on the host, for densification and checkpoints."""
+
+    @abstractmethod
+    def set_state(self, model: GaussianModel, adam: AdamState, stats: DensifyStats) -> None:
+        """Replace everything (after densification changed N, or when resuming)."""
+
+    @abstractmethod
+    def render(self, camera: Camera, active_sh_degree: int | None = None) -> np.ndarray:
+        """Render a view with the current parameters (evaluation, previews)."""
+
+
+class CpuTrainStep(TrainStep):
+    """The NumPy reference path (float32 parameters, the reference math)."""
+
+    def __init__(self, model: GaussianModel, config: OptimConfig, background=(0.0, 0.0, 0.0),
+                 lambda_dssim: float = DEFAULT_LAMBDA_DSSIM, adam: AdamState | None = None):
+        super().__init__(config, background, lambda_dssim)
+        self.model = model.astype(np.float32)
+        self.adam = adam if adam is not None else AdamState.zeros_for(self.model)
+        self.stats = DensifyStats.zeros(len(self.model))
+        self.last = StepResult(float("nan"))
+
+    def step(self, camera, target, active_sh_degree=None) -> float:
+        from .reference import render, render_backward
+        from .reference.loss import loss_and_grad
+
+        out = render(self.model, camera, self.background, active_sh_degree=active_sh_degree)
+        loss, dL_dimage, parts = loss_and_grad(out.image, np.asarray(target, np.float32), self.lambda_dssim)
+        grads = render_backward(self.model, camera, out, dL_dimage)
+        vis = grads.visible
+        s = self.stats
+        s.grad_accum[vis] += ndc_grad_norm(grads.screen.means2d[vis], camera.width, camera.height)
+        s.denom[vis] += 1.0
+        s.max_radii[vis] = np.maximum(s.max_radii[vis], out.proj.radii[vis])
+        adam_step(self.model, grads.params, self.adam, self.config)
+        self.last = StepResult(loss, parts["l1"], parts["ssim"])
+        return loss
+
+    def get_model(self) -> GaussianModel:
+        return self.model.copy()
+
+    def get_state(self):
+        return self.model.copy(), self.adam.copy(), DensifyStats(
+            self.stats.grad_accum.copy(), self.stats.denom.copy(), self.stats.max_radii.copy())
+
+    def set_state(self, model, adam, stats) -> None:
+        if not (len(model) == len(adam) == len(stats.denom)):
+            raise ValueError(f"sizes differ: model {len(model)}, adam {len(adam)}, stats {len(stats.denom)}")
+        self.model, self.adam, self.stats = model.astype(np.float32), adam, stats
+
+    def render(self, camera, active_sh_degree=None) -> np.ndarray:
+        from .reference import render
+
+        return render(self.model, camera, self.background, active_sh_degree=active_sh_degree).image
