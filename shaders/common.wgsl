@@ -1,0 +1,47 @@
+// Shared constants and structs of the splatting pipeline (included once per module).
+// Conventions: DESIGN.md section 2 (OpenCV camera, pixel centres at integer + 0.5, 16x16 tiles).
+
+const TILE_SIZE: u32 = 16u;
+const BLOCK_SIZE: u32 = 256u;          // threads per workgroup of the 1D per-splat kernels
+const NEAR_PLANE: f32 = 0.01;
+const COV2D_DILATION: f32 = 0.3;
+const ALPHA_MIN: f32 = 0.00392156862745098;   // 1/255
+const ALPHA_MAX: f32 = 0.99;
+const T_MIN: f32 = 1e-4;
+const FOV_CLAMP: f32 = 1.3;
+
+// Per-render uniforms (written once per render with queue.write_buffer).
+struct RenderParams {
+    w2c0: vec4<f32>,          // rows of the world-to-camera [R | t]
+    w2c1: vec4<f32>,
+    w2c2: vec4<f32>,
+    cam_pos: vec4<f32>,       // camera centre in world coordinates
+    focal: vec4<f32>,         // fx, fy, cx, cy
+    clip: vec4<f32>,          // lim_x = 1.3 tan_half_fov_x, lim_y, unused, unused
+    background: vec4<f32>,    // rgb, unused
+    img: vec4<u32>,           // width, height, tiles_x, tiles_y
+    model: vec4<u32>,         // N, K (SH coefficients stored per splat), active SH degree, capacity
+    offs: vec4<u32>,          // float offsets in params[]: log_scales, quats, opacity logits, sh
+    grid: vec4<u32>,          // per-splat dispatch: x workgroups per row, number of blocks, 0, 0
+}
+
+// Projected splat, 48 bytes; what rasterisation (and its backward pass) reads per splat.
+struct Splat2D {
+    xy: vec2<f32>,            // pixel coordinates of the projected mean
+    depth: f32,               // camera-space z
+    opacity: f32,             // sigmoid(logit)
+    conic: vec3<f32>,         // (a, b, c) of the inverse 2D covariance [[a, b], [b, c]]
+    radius: f32,              // pixel radius (0 = culled)
+    color: vec3<f32>,         // max(SH(dir) + 0.5, 0)
+    flags: u32,               // bit c set: colour channel c was clamped at 0
+}
+
+// Counters written on the GPU by scan.wgsl.
+// [0] total intersections, [1] count actually emitted = min(total, capacity),
+// [2] padded sort size P = max(next_pow2(count), SORT_BLOCK), [3] 1 if total > capacity.
+// SORT_BLOCK is the workgroup block of sort.wgsl.
+const SORT_BLOCK: u32 = 1024u;
+
+fn linear_workgroup(wid: vec3<u32>, nwg: vec3<u32>) -> u32 {
+    return wid.x + wid.y * nwg.x;
+}

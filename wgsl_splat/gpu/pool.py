@@ -1,0 +1,203 @@
+"""Device buffers that live across renders, sized by capacity; cached bind groups.
+
+Every buffer has a name. ``pool.get(name, nbytes)`` returns the existing buffer when it is big
+enough, otherwise creates a bigger one (at least ``growth`` × the old size, never shrinking) and
+bumps the name's *generation*; bind groups are cached by (layout, buffers, generations), so a
+regrown buffer invalidates exactly the bind groups that referenced it.
+
+Counters (``buffers_created``, ``bytes_allocated``, ``current_bytes``, ``peak_bytes``,
+``bind_groups_created``, ``readbacks``, ``readback_bytes``) let tests assert that steady-state
+renders allocate nothing and read nothing back.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from .runtime import GpuContext
+
+_ALIGN = 256
+
+
+def _wgpu():
+    import wgpu  # noqa: PLC0415
+
+    return wgpu
+
+
+def _round_up(n: int, a: int = _ALIGN) -> int:
+    return max(a, (int(n) + a - 1) // a * a)
+
+
+@dataclass
+class _Entry:
+    buffer: object
+    size: int
+    usage: int
+    generation: int
+
+
+class BufferPool:
+    def __init__(self, ctx: GpuContext, growth: float = 1.5) -> None:
+        if not 1.0 < growth <= 4.0:
+            raise ValueError("growth must be in (1, 4]")
+        self.ctx = ctx
+        self.growth = growth
+        self._entries: dict[str, _Entry] = {}
+        self._bind_groups: dict = {}
+        self.buffers_created = 0
+        self.bytes_allocated = 0
+        self.current_bytes = 0
+        self.peak_bytes = 0
+        self.bind_groups_created = 0
+        self.readbacks = 0
+        self.readback_bytes = 0
+
+    # -- buffers ------------------------------------------------------------------------------------
+    @staticmethod
+    def default_usage() -> int:
+        u = _wgpu().BufferUsage
+        return u.STORAGE | u.COPY_SRC | u.COPY_DST
+
+    def get(self, name: str, nbytes: int, usage: int | None = None, *,
+            keep_contents: bool = False):
+        """The buffer ``name`` with room for at least ``nbytes`` bytes (grown if needed)."""
+        usage = self.default_usage() if usage is None else int(usage)
+        entry = self._entries.get(name)
+        if entry is not None and entry.size >= nbytes and (entry.usage & usage) == usage:
+            return entry.buffer
+        size = _round_up(nbytes)
+        if entry is not None:
+            size = max(size, _round_up(int(entry.size * self.growth)))
+            usage |= entry.usage
+        wgpu = _wgpu()
+        if keep_contents and entry is not None:
+            usage |= wgpu.BufferUsage.COPY_DST
+        with self.ctx.guard(f"allocating buffer {name!r} of {size} bytes"):
+            buf = self.ctx.device.create_buffer(size=size, usage=usage, label=name)
+        self.buffers_created += 1
+        self.bytes_allocated += size
+        self.current_bytes += size
+        self.peak_bytes = max(self.peak_bytes, self.current_bytes)
+        generation = 0
+        if entry is not None:
+            generation = entry.generation + 1
+            if keep_contents:
+                enc = self.ctx.device.create_command_encoder()
+                enc.copy_buffer_to_buffer(entry.buffer, 0, buf, 0, entry.size)
+                self.ctx.queue.submit([enc.finish()])
+            self._release(name, entry)
+        self._entries[name] = _Entry(buf, size, usage, generation)
+        return buf
+
+    def _release(self, name: str, entry: _Entry) -> None:
+        self._bind_groups = {k: v for k, v in self._bind_groups.items() if name not in k[2]}
+        self.current_bytes -= entry.size
+        try:
+            entry.buffer.destroy()
+        except Exception:  # noqa: BLE001
+            pass
+
+    def __getitem__(self, name: str):
+        return self._entries[name].buffer
+
+    def __contains__(self, name: str) -> bool:
+        return name in self._entries
+
+    def size(self, name: str) -> int:
+        return self._entries[name].size
+
+    def generation(self, name: str) -> int:
+        return self._entries[name].generation
+
+    def names(self) -> list[str]:
+        return sorted(self._entries)
+
+    def free(self, name: str) -> None:
+        entry = self._entries.pop(name, None)
+        if entry is not None:
+            self._release(name, entry)
+
+    def clear(self) -> None:
+        for name in list(self._entries):
+            self.free(name)
+
+    # -- data movement ------------------------------------------------------------------------------
+    def write(self, name: str, data, offset: int = 0) -> None:
+        arr = np.ascontiguousarray(data)
+        nbytes = arr.nbytes
+        if nbytes == 0:
+            return
+        if nbytes % 4:
+            arr = np.frombuffer(arr.tobytes() + b"\0" * (4 - nbytes % 4), np.uint8)
+        with self.ctx.guard(f"writing {nbytes} bytes to buffer {name!r}"):
+            self.ctx.queue.write_buffer(self._entries[name].buffer, offset, arr)
+
+    def staging(self, nbytes: int):
+        """The pooled MAP_READ buffer used for read-backs (grown like any other buffer)."""
+        u = _wgpu().BufferUsage
+        return self.get("__readback_staging", nbytes, u.MAP_READ | u.COPY_DST)
+
+    def map_staging(self, nbytes: int) -> bytes:
+        """Wait for the staging buffer's copy (already submitted) and return its first bytes."""
+        buf = self["__readback_staging"]
+        with self.ctx.guard("reading results back from the GPU"):
+            buf.map_sync("READ", 0, _round_up(nbytes, 4) if nbytes < buf.size else buf.size)
+            try:
+                data = bytes(buf.read_mapped(0, nbytes, copy=True)) if nbytes else b""
+            finally:
+                buf.unmap()
+        self.readbacks += 1
+        self.readback_bytes += nbytes
+        return data
+
+    def read(self, name: str, nbytes: int | None = None, offset: int = 0) -> bytes:
+        """Blocking read-back of ``nbytes`` of buffer ``name`` (one copy + submit + map)."""
+        entry = self._entries[name]
+        if nbytes is None:
+            nbytes = entry.size - offset
+        n4 = _round_up(nbytes, 4)
+        staging = self.staging(n4)
+        enc = self.ctx.device.create_command_encoder()
+        enc.copy_buffer_to_buffer(entry.buffer, offset, staging, 0, n4)
+        self.ctx.queue.submit([enc.finish()])
+        return self.map_staging(n4)[:nbytes]
+
+    def read_array(self, name: str, dtype, count: int, offset: int = 0) -> np.ndarray:
+        dtype = np.dtype(dtype)
+        return np.frombuffer(self.read(name, dtype.itemsize * count, offset), dtype).copy()
+
+    # -- bind groups --------------------------------------------------------------------------------
+    def bind_group(self, module, group: int, entries: dict):
+        """Cached bind group for ``module``'s layout ``group``.
+
+        ``entries`` maps binding index -> buffer name, or (name, offset, size) for a sub-range
+        (dynamic uniform slots use size = slot size).
+        """
+        norm = []
+        for b, spec in sorted(entries.items()):
+            name, off, size = (spec, 0, None) if isinstance(spec, str) else spec
+            norm.append((b, name, off, size))
+        names = tuple(n for _, n, _, _ in norm)
+        key = (id(module.layouts[group]), tuple((b, n, o, s, self._entries[n].generation)
+                                                 for b, n, o, s in norm), names)
+        bg = self._bind_groups.get(key)
+        if bg is None:
+            res = []
+            for b, n, o, s in norm:
+                e = self._entries[n]
+                r = {"buffer": e.buffer, "offset": o, "size": (e.size - o) if s is None else s}
+                res.append({"binding": b, "resource": r})
+            with self.ctx.guard(f"creating a bind group for shaders/{module.source.name}.wgsl "
+                                f"group {group} ({', '.join(names)})"):
+                bg = self.ctx.device.create_bind_group(layout=module.layouts[group], entries=res)
+            self._bind_groups[key] = bg
+            self.bind_groups_created += 1
+        return bg
+
+    def counters(self) -> dict:
+        return {k: getattr(self, k) for k in ("buffers_created", "bytes_allocated", "current_bytes",
+                                              "peak_bytes", "bind_groups_created", "readbacks",
+                                              "readback_bytes")}

@@ -1,0 +1,321 @@
+"""The forward pipeline on the GPU: one command encoder and one submit per render.
+
+Per render (all in one compute pass; wgpu inserts the barriers between dispatches):
+
+1. ``project.wgsl``   project + EWA + SH colour per Gaussian; seeds the depth sort   (1 dispatch)
+2. ``radix.wgsl``     stable radix sort of the splats by depth (f32 bits, 4 x 8 bits)  (12)
+3. ``emit.wgsl``      per-chunk tile counts in depth order                              (1)
+4. ``scan.wgsl``      prefix sum of the counts + the intersection counters             (1)
+5. ``emit.wgsl``      intersections (tile id, splat id) written in depth order          (1)
+6. ``radix.wgsl``     stable radix sort by tile id (ceil(log2 tiles) bits, 1-2 passes)  (3-6)
+7. ``raster.wgsl``    per tile: range by binary search, front-to-back compositing       (1)
+
+Sorting by depth first and then *stably* by tile gives the reference's order (tile, depth, index)
+while the expensive intersection sort only looks at the tile bits. (A bitonic sort of the 64-bit
+(tile, depth) key is in sort.py for comparison: it measured 10-20x slower on lavapipe, see
+docs/benchmarks.md.)
+
+Intersection count and capacity. Buffers of intersections are sized by a capacity; the count is
+computed on the GPU and every later stage reads it from the ``counters`` buffer, so steady-state
+renders need no read-back at all. Emission never writes past the capacity and the GPU sets an
+overflow flag instead. The host looks at the counters (16 bytes) only (a) together with the image
+when the caller asks for the image anyway (same copy, same map), and (b) on the first render after
+the model or the image size changed (the only times the capacity is likely to have to grow). When
+the count exceeds the capacity, the buffers grow to 1.5 x the count and the render is redone, so a
+returned image is always complete. A training loop that renders without read-back can call
+:meth:`GpuRenderer.check_capacity` (one 16-byte read) whenever it wants a guarantee, e.g. after
+densification; :attr:`GpuRenderer.overflowed` tells whether the last checked render was clipped.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ..camera import Camera
+from ..model import GaussianModel, sh_degree_from_coeffs
+from .pool import BufferPool
+from .runtime import GpuContext
+from .shaders import ShaderLibrary
+from .sort import RadixSorter, grid_2d
+
+TILE = 16
+PARAMS_BYTES = 176         # sizeof(RenderParams) in common.wgsl
+SPLAT_BYTES = 48           # sizeof(Splat2D)
+COUNTERS_BYTES = 32        # counters[0..8)
+MIN_CAPACITY = 16384
+
+
+def _uniform_usage() -> int:
+    import wgpu  # noqa: PLC0415
+
+    return wgpu.BufferUsage.UNIFORM | wgpu.BufferUsage.COPY_DST
+
+
+class GpuRenderer:
+    """Renders a Gaussian model held on the device.
+
+    Pool buffer names (see :attr:`buffer_names`) are stable so that the backward pass can bind them:
+    ``params`` (flat float32: means 3N | log_scales 3N | quats 4N | opacity logits N | sh N*K*3),
+    ``splats`` (Splat2D per Gaussian), ``radii`` (i32), ``rects`` (vec4<u32>), the depth-sorted ids,
+    the tile-sorted intersections (tile ids and splat ids), ``ranges`` (vec2<u32> per tile),
+    ``image`` (H*W*3 f32), ``final_t`` (H*W f32), ``last_contrib`` (H*W u32), ``counters``.
+    """
+
+    def __init__(self, ctx: GpuContext, *, pool: BufferPool | None = None,
+                 lib: ShaderLibrary | None = None, threads: int | None = None,
+                 initial_capacity: int | None = None) -> None:
+        self.ctx = ctx
+        self.pool = pool or BufferPool(ctx)
+        self.lib = lib or ShaderLibrary(ctx)
+        # Threads of the serial-chunk kernels (radix sort, emission). A CPU adapter (lavapipe) wants
+        # a few long chunks per core; a GPU wants many short ones.
+        if threads is None:
+            threads = 256 if ctx.adapter_type == "CPU" else 4096
+        self.threads = int(threads)
+        self.depth_sort = RadixSorter(self.lib, self.pool, "depth", threads=self.threads)
+        self.tile_sort = RadixSorter(self.lib, self.pool, "isect", threads=self.threads)
+        self.num = 0
+        self.sh_coeffs = 1
+        self.sh_degree = 0
+        self.offsets = (0, 0, 0, 0)
+        self.capacity = 0
+        self._initial_capacity = initial_capacity
+        self.width = self.height = 0
+        self.tiles_x = self.tiles_y = 0
+        self._check_next = True
+        self.overflowed = False
+        self.last_count: int | None = None
+        self.renders = 0
+        self.redos = 0
+        self.pool.get("render_params", PARAMS_BYTES, _uniform_usage())
+        self.pool.get("counters", COUNTERS_BYTES)
+        self.pool.get("chunk", 4 * self.threads)
+        self._project = self.lib.module("project")
+        self._emit = self.lib.module("emit")
+        self._scan = self.lib.module("scan")
+        self._raster = self.lib.module("raster")
+
+    # -- model --------------------------------------------------------------------------------------
+    def upload_model(self, model: GaussianModel) -> None:
+        """Copy the parameters to the device (float32, one flat buffer) and size per-splat buffers."""
+        n = len(model)
+        k = model.sh.shape[1]
+        arrays = [model.means, model.log_scales, model.quats, model.opacity_logits, model.sh]
+        flat = np.concatenate([np.asarray(a, np.float32).ravel() for a in arrays]) if n else \
+            np.zeros(1, np.float32)
+        self.num = n
+        self.sh_coeffs = k
+        self.sh_degree = sh_degree_from_coeffs(k)
+        self.offsets = (3 * n, 6 * n, 10 * n, 11 * n)
+        self.pool.get("params", flat.nbytes)
+        self.pool.write("params", flat)
+        m = max(n, 1)
+        self.pool.get("splats", SPLAT_BYTES * m)
+        self.pool.get("radii", 4 * m)
+        self.pool.get("rects", 16 * m)
+        self.depth_sort.configure(m, 32, count_slot=4)
+        if self.capacity == 0:
+            cap = self._initial_capacity or max(MIN_CAPACITY, 4 * n)
+            self._set_capacity(cap)
+        self._check_next = True
+
+    @property
+    def num_params(self) -> int:
+        return self.offsets[3] + self.num * self.sh_coeffs * 3 if self.num else 0
+
+    # -- sizing -------------------------------------------------------------------------------------
+    def _set_capacity(self, capacity: int) -> None:
+        capacity = int(-(-int(capacity) // 1024) * 1024)
+        self.capacity = capacity
+        self._configure_tile_sort()
+
+    def _configure_tile_sort(self) -> None:
+        tiles = max(1, self.tiles_x * self.tiles_y)
+        bits = max(1, (tiles - 1).bit_length())
+        self.tile_sort.configure(max(self.capacity, 1), bits, count_slot=1)
+
+    def _ensure_image(self, width: int, height: int) -> None:
+        if (width, height) == (self.width, self.height):
+            return
+        self.width, self.height = width, height
+        self.tiles_x = -(-width // TILE)
+        self.tiles_y = -(-height // TILE)
+        if self.tiles_x > 65535 or self.tiles_y > 65535:
+            raise ValueError(f"image {width}x{height} too large")
+        px = width * height
+        self.pool.get("image", 12 * px)
+        self.pool.get("final_t", 4 * px)
+        self.pool.get("last_contrib", 4 * px)
+        self.pool.get("ranges", 8 * self.tiles_x * self.tiles_y)
+        self._configure_tile_sort()
+        self._check_next = True
+
+    def ensure_capacity(self, intersections: int) -> None:
+        """Grow the intersection buffers to hold at least ``intersections`` (never shrinks)."""
+        if intersections > self.capacity:
+            self._set_capacity(max(int(intersections * 1.5), MIN_CAPACITY))
+
+    # -- per-render parameters ----------------------------------------------------------------------
+    def _write_params(self, camera: Camera, background, active_sh_degree) -> None:
+        f = np.zeros(PARAMS_BYTES // 4, np.float32)
+        u = f.view(np.uint32)
+        w2c = np.asarray(camera.world_to_camera, np.float64)
+        f[0:12] = w2c[:3, :4].astype(np.float32).ravel()
+        f[12:15] = camera.center
+        f[16:20] = (camera.fx, camera.fy, camera.cx, camera.cy)
+        f[20:22] = (1.3 * camera.tan_half_fov_x, 1.3 * camera.tan_half_fov_y)
+        f[24:27] = background
+        u[28:32] = (camera.width, camera.height, self.tiles_x, self.tiles_y)
+        deg = self.sh_degree if active_sh_degree is None else min(int(active_sh_degree), self.sh_degree)
+        u[32:36] = (self.num, self.sh_coeffs, deg, self.capacity)
+        u[36:40] = self.offsets
+        u[40:44] = (0, 0, self.threads if self.num else 0, 0)
+        self.pool.write("render_params", f)
+
+    # -- encoding -----------------------------------------------------------------------------------
+    @property
+    def buffer_names(self) -> dict[str, str]:
+        dk, dv = self.depth_sort.result
+        tk, tv = self.tile_sort.result
+        return {"params": "params", "splats": "splats", "radii": "radii", "rects": "rects",
+                "depth_sorted_ids": dv, "isect_tiles": tk, "isect_ids": tv, "ranges": "ranges",
+                "image": "image", "final_t": "final_t", "last_contrib": "last_contrib",
+                "counters": "counters", "render_params": "render_params"}
+
+    def buffer(self, role: str):
+        """The device buffer for a role of :attr:`buffer_names` (for the backward pass)."""
+        return self.pool[self.buffer_names[role]]
+
+    def encode_forward(self, cpass) -> None:
+        """Record the forward pipeline into an open compute pass (params already written)."""
+        pool = self.pool
+        n = self.num
+        if n:
+            cpass.set_pipeline(self._project.pipeline("project"))
+            cpass.set_bind_group(0, pool.bind_group(self._project, 0, {
+                0: "render_params", 1: "params", 2: "splats", 3: "radii", 4: "rects",
+                5: self.depth_sort.keys, 6: self.depth_sort.vals, 7: "counters"}))
+            cpass.dispatch_workgroups(*grid_2d(-(-n // 256)))
+            self.depth_sort.encode(cpass, "counters")
+        _, sorted_ids = self.depth_sort.result
+        tk, tv = self.tile_sort.keys, self.tile_sort.vals
+        emit_bg = pool.bind_group(self._emit, 0, {0: "render_params", 1: "rects", 2: sorted_ids,
+                                                  3: "chunk", 4: tk, 5: tv})
+        chunk_groups = grid_2d(-(-self.threads // 64))
+        if n:
+            cpass.set_bind_group(0, emit_bg)
+            cpass.set_pipeline(self._emit.pipeline("emit_count"))
+            cpass.dispatch_workgroups(*chunk_groups)
+        cpass.set_pipeline(self._scan.pipeline("scan_counts"))
+        cpass.set_bind_group(0, pool.bind_group(self._scan, 0, {
+            0: "render_params", 1: "chunk", 2: "counters"}))
+        cpass.dispatch_workgroups(1)
+        if n:
+            cpass.set_pipeline(self._emit.pipeline("emit_keys"))
+            cpass.set_bind_group(0, emit_bg)
+            cpass.dispatch_workgroups(*chunk_groups)
+        self.tile_sort.encode(cpass, "counters")
+        rk, rv = self.tile_sort.result
+        cpass.set_pipeline(self._raster.pipeline("rasterize"))
+        cpass.set_bind_group(0, pool.bind_group(self._raster, 0, {
+            0: "render_params", 1: "splats", 2: rk, 3: rv, 4: "counters", 5: "image",
+            6: "final_t", 7: "last_contrib", 8: "ranges"}))
+        cpass.dispatch_workgroups(self.tiles_x, self.tiles_y)
+
+    @property
+    def dispatches_per_render(self) -> int:
+        n = 1 if self.num else 0
+        return (n + (self.depth_sort.num_dispatches if n else 0) + 2 * n + 1
+                + self.tile_sort.num_dispatches + 1)
+
+    # -- render -------------------------------------------------------------------------------------
+    def render(self, camera: Camera, background=(0.0, 0.0, 0.0), readback: bool = True,
+               active_sh_degree: int | None = None) -> np.ndarray | None:
+        """Render ``camera``; returns the (H, W, 3) float32 image when ``readback`` is true.
+
+        One command encoder, one submit. See the module docstring for when the 16-byte counters
+        are read back and when a render is redone with larger buffers.
+        """
+        if self.capacity == 0:
+            raise RuntimeError("upload_model() must be called before render()")
+        background = np.broadcast_to(np.asarray(background, np.float64), (3,))
+        self._ensure_image(camera.width, camera.height)
+        for _attempt in range(3):
+            check = readback or self._check_next
+            self._write_params(camera, background, active_sh_degree)
+            img_bytes = 12 * self.width * self.height
+            img_slot = -(-img_bytes // 256) * 256
+            with self.ctx.guard("encoding and submitting the forward render"):
+                staging = self.pool.staging(img_slot + COUNTERS_BYTES) if check else None
+                enc = self.ctx.device.create_command_encoder(label="forward")
+                cpass = enc.begin_compute_pass(label="forward")
+                self.encode_forward(cpass)
+                cpass.end()
+                if check:
+                    if readback:
+                        enc.copy_buffer_to_buffer(self.pool["image"], 0, staging, 0, img_bytes)
+                    enc.copy_buffer_to_buffer(self.pool["counters"], 0, staging, img_slot,
+                                              COUNTERS_BYTES)
+                self.ctx.queue.submit([enc.finish()])
+            self.renders += 1
+            if not check:
+                return None
+            data = self.pool.map_staging(img_slot + COUNTERS_BYTES)
+            counters = np.frombuffer(data, np.uint32, 8, img_slot)
+            total = int(counters[0])
+            self.last_count = total
+            self._check_next = False
+            self.overflowed = total > self.capacity
+            if not self.overflowed:
+                if readback:
+                    return np.frombuffer(data, np.float32, img_bytes // 4).reshape(
+                        self.height, self.width, 3).copy()
+                return None
+            self.ensure_capacity(total)
+            self.redos += 1
+        raise RuntimeError("intersection capacity did not converge")  # pragma: no cover
+
+    def check_capacity(self) -> bool:
+        """Read the counters of the last render (16 bytes); grow if it overflowed.
+
+        Returns True when the last render was complete (no intersections dropped).
+        """
+        c = self.pool.read_array("counters", np.uint32, 4)
+        total = int(c[0])
+        self.last_count = total
+        self.overflowed = total > self.capacity
+        if self.overflowed:
+            self.ensure_capacity(total)
+        return not self.overflowed
+
+    # -- read-back helpers (tests, debugging; each is a blocking read) ------------------------------
+    def intersection_count(self) -> int:
+        return int(self.pool.read_array("counters", np.uint32, 1)[0])
+
+    def read_projection(self) -> dict[str, np.ndarray]:
+        n = self.num
+        raw = np.frombuffer(self.pool.read("splats", SPLAT_BYTES * n), np.float32).reshape(n, 12) \
+            if n else np.zeros((0, 12), np.float32)
+        return {
+            "means2d": raw[:, 0:2].copy(), "depths": raw[:, 2].copy(),
+            "opacities": raw[:, 3].copy(), "conics": raw[:, 4:7].copy(),
+            "colors": raw[:, 8:11].copy(),
+            "radii": self.pool.read_array("radii", np.int32, n),
+            "tile_rect": self.pool.read_array("rects", np.uint32, 4 * n).reshape(n, 4).astype(np.int64),
+        }
+
+    def read_raster_state(self) -> dict[str, np.ndarray]:
+        h, w = self.height, self.width
+        count = min(self.intersection_count(), self.capacity)
+        names = self.buffer_names
+        return {
+            "final_T": self.pool.read_array("final_t", np.float32, h * w).reshape(h, w),
+            "last_contrib": self.pool.read_array("last_contrib", np.uint32, h * w).reshape(h, w)
+            .astype(np.int32),
+            "ranges": self.pool.read_array("ranges", np.uint32, 2 * self.tiles_x * self.tiles_y)
+            .reshape(-1, 2),
+            "isect_tiles": self.pool.read_array(names["isect_tiles"], np.uint32, count),
+            "isect_ids": self.pool.read_array(names["isect_ids"], np.uint32, count),
+            "depth_sorted_ids": self.pool.read_array(names["depth_sorted_ids"], np.uint32, self.num),
+            "image": self.pool.read_array("image", np.float32, 3 * h * w).reshape(h, w, 3),
+        }
