@@ -67,6 +67,11 @@ class TrainStep(ABC):
         """One optimisation step on one view; returns the loss (a float: the GPU path may return the
         value of an earlier step's loss to avoid a read-back, see its docs)."""
 
+    @property
+    @abstractmethod
+    def num_gaussians(self) -> int:
+        """Current N, without a download."""
+
     @abstractmethod
     def get_model(self) -> GaussianModel:
         """The current parameters on the host (a copy)."""
@@ -110,6 +115,10 @@ class CpuTrainStep(TrainStep):
         adam_step(self.model, grads.params, self.adam, self.config)
         self.last = StepResult(loss, parts["l1"], parts["ssim"])
         return loss
+
+    @property
+    def num_gaussians(self) -> int:
+        return len(self.model)
 
     def get_model(self) -> GaussianModel:
         return self.model.copy()

@@ -1,0 +1,327 @@
+"""The training loop shared by both paths: schedules, SH growth, densification, evaluation,
+outputs, checkpoints and resume.
+
+The loop talks to a :class:`~wgsl_splat.step.TrainStep` (NumPy or GPU) and to a dataset object with
+``cameras``, ``train_indices``, ``test_indices``, ``load_image(i)``, ``points``, ``point_colors``,
+``scene_extent()``, ``bounds()``, ``background`` and ``notes``.
+
+Outputs in ``out_dir``: ``cfg.json``, ``train.log``, ``metrics.json``,
+``point_cloud/iteration_K/point_cloud.ply`` (3DGS layout), ``checkpoints/ckpt_K.npz`` (parameters,
+Adam state, densification statistics, RNG state, camera order — written atomically, the last two
+kept), and ``test/iteration_K/*.png`` renders of the evaluated views.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import signal
+import time
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from .atomic_io import save_npz, save_png, write_json
+from .config import TrainConfig
+from .densify import densify_and_prune, reset_opacity
+from .model import GaussianModel, PARAM_GROUPS
+from .optim import AdamState
+from .step import DensifyStats, TrainStep
+
+CHECKPOINTS_KEPT = 2
+
+
+class TrainingError(RuntimeError):
+    """Training cannot go on (diverged, bad data); the message says what to do."""
+
+
+@dataclass
+class Timing:
+    """Wall time per phase, for the Amdahl view in the log: step vs host-side bookkeeping."""
+
+    totals: dict = field(default_factory=dict)
+
+    def add(self, name: str, seconds: float) -> None:
+        self.totals[name] = self.totals.get(name, 0.0) + seconds
+
+    def summary(self) -> str:
+        total = sum(self.totals.values()) or 1.0
+        return ", ".join(f"{k} {v:.1f}s ({100 * v / total:.0f}%)" for k, v in
+                         sorted(self.totals.items(), key=lambda kv: -kv[1]))
+
+
+def initial_model(dataset, cfg: TrainConfig, rng: np.random.Generator, log) -> GaussianModel:
+    """SfM points when the scene has them, otherwise random points inside the scene bounds."""
+    if dataset.points is not None and len(dataset.points) > 0:
+        log(f"init: {len(dataset.points)} points from the scene's point cloud")
+        return GaussianModel.from_points(dataset.points, dataset.point_colors, sh_degree=cfg.sh_degree)
+    lo, hi = (np.asarray(b, dtype=np.float64) for b in dataset.bounds())
+    n = cfg.random_init_points
+    log(f"init: no point cloud, {n} random points in the scene bounds {np.round(lo, 3)}..{np.round(hi, 3)}")
+    points = rng.uniform(lo, hi, size=(n, 3))
+    colors = rng.uniform(0.0, 1.0, size=(n, 3))
+    return GaussianModel.from_points(points, colors, sh_degree=cfg.sh_degree)
+
+
+def scene_extent(dataset) -> float:
+    extent = float(dataset.scene_extent())
+    if not math.isfinite(extent) or extent <= 1e-6:  # a single view: use the bounds instead
+        lo, hi = (np.asarray(b, dtype=np.float64) for b in dataset.bounds())
+        extent = max(float(np.linalg.norm(hi - lo)) / 2, 1e-3)
+    return extent
+
+
+class Trainer:
+    def __init__(self, dataset, cfg: TrainConfig, out_dir: str, step_factory, log=print):
+        """``step_factory(model, optim_config, background, lambda_dssim, adam) -> TrainStep``."""
+        self.dataset = dataset
+        self.cfg = cfg
+        self.out_dir = out_dir
+        self.step_factory = step_factory
+        self.log_fn = log
+        self.timing = Timing()
+        if not dataset.train_indices:
+            raise TrainingError("the dataset has no training views")
+        os.makedirs(out_dir, exist_ok=True)
+        self._log_file = open(os.path.join(out_dir, "train.log"), "a", buffering=1)
+        self._image_cache: dict[int, np.ndarray] = {}
+        self._cache_bytes = 0
+        self.metrics: dict = {}
+        metrics_path = os.path.join(out_dir, "metrics.json")
+        if os.path.exists(metrics_path):
+            with open(metrics_path) as f:
+                self.metrics = json.load(f)
+
+    # -- logging ------------------------------------------------------------------------------------
+    def log(self, msg: str, echo: bool = True) -> None:
+        self._log_file.write(time.strftime("%H:%M:%S ") + msg + "\n")
+        if echo:
+            self.log_fn(msg)
+
+    # -- data ---------------------------------------------------------------------------------------
+    def train_image(self, i: int, budget_bytes: int = 2 << 30) -> np.ndarray:
+        """Training images stay cached in memory up to a budget (3DGS keeps them all on the GPU);
+        test images are never cached."""
+        img = self._image_cache.get(i)
+        if img is None:
+            img = np.ascontiguousarray(self.dataset.load_image(i), dtype=np.float32)
+            if self._cache_bytes + img.nbytes <= budget_bytes:
+                self._image_cache[i] = img
+                self._cache_bytes += img.nbytes
+        return img
+
+    def next_view(self) -> int:
+        if not self.view_stack:
+            self.view_stack = [int(v) for v in self.rng.permutation(self.dataset.train_indices)]
+        return self.view_stack.pop()
+
+    # -- checkpoints --------------------------------------------------------------------------------
+    def checkpoint_dir(self) -> str:
+        return os.path.join(self.out_dir, "checkpoints")
+
+    def save_checkpoint(self, iteration: int) -> str:
+        model, adam, stats = self.step.get_state()
+        bad = [k for k, v in model.arrays().items() if not np.all(np.isfinite(v))]
+        if bad:  # never overwrite a good checkpoint with a diverged state
+            raise TrainingError(f"parameters {', '.join(bad)} are not finite at step {iteration}: training "
+                                f"diverged; the last good checkpoint is {self.latest_checkpoint() or 'none'}")
+        arrays = {f"model.{k}": v for k, v in model.arrays().items()}
+        arrays.update({f"adam.{k}": v for k, v in adam.to_arrays().items()})
+        arrays.update({"stats.grad_accum": stats.grad_accum, "stats.denom": stats.denom,
+                       "stats.max_radii": stats.max_radii})
+        meta = dict(iteration=iteration, rng=self.rng.bit_generator.state, view_stack=self.view_stack,
+                    config=self.cfg.to_dict(), extent=self.extent, format=1)
+        arrays["meta"] = np.frombuffer(json.dumps(meta).encode(), dtype=np.uint8)
+        os.makedirs(self.checkpoint_dir(), exist_ok=True)
+        path = os.path.join(self.checkpoint_dir(), f"ckpt_{iteration:06d}.npz")
+        save_npz(path, **arrays)
+        for old in sorted(self._checkpoints())[:-CHECKPOINTS_KEPT]:
+            os.remove(old)
+        return path
+
+    def _checkpoints(self) -> list[str]:
+        d = self.checkpoint_dir()
+        if not os.path.isdir(d):
+            return []
+        return [os.path.join(d, f) for f in sorted(os.listdir(d)) if f.startswith("ckpt_") and f.endswith(".npz")]
+
+    @staticmethod
+    def load_checkpoint(path: str):
+        try:
+            with np.load(path) as z:
+                meta = json.loads(bytes(z["meta"]).decode())
+                model = GaussianModel(**{k: z[f"model.{k}"] for k in PARAM_GROUPS})
+                adam = AdamState.from_arrays({k[5:]: z[k] for k in z.files if k.startswith("adam.")})
+                stats = DensifyStats(z["stats.grad_accum"], z["stats.denom"], z["stats.max_radii"])
+        except (OSError, KeyError, ValueError) as exc:
+            raise TrainingError(f"cannot read checkpoint {path}: {exc}") from None
+        return meta, model, adam, stats
+
+    def latest_checkpoint(self) -> str | None:
+        found = self._checkpoints()
+        return found[-1] if found else None
+
+    # -- outputs ------------------------------------------------------------------------------------
+    def save_ply(self, iteration: int) -> str:
+        from .ply import save_ply
+
+        d = os.path.join(self.out_dir, "point_cloud", f"iteration_{iteration}")
+        os.makedirs(d, exist_ok=True)
+        path = os.path.join(d, "point_cloud.ply")
+        save_ply(path, self.step.get_model())
+        return path
+
+    def evaluate(self, iteration: int) -> dict:
+        """PSNR / SSIM / L1 on the test views (or a few training views when there is no split),
+        one view at a time; renders saved as PNG."""
+        from .reference.loss import l1, psnr, ssim
+
+        t0 = time.perf_counter()
+        split = "test" if self.dataset.test_indices else "train"
+        views = self.dataset.test_indices or self.dataset.train_indices[:: max(1, len(self.dataset.train_indices) // 5)][:5]
+        out = os.path.join(self.out_dir, split, f"iteration_{iteration}")
+        os.makedirs(out, exist_ok=True)
+        per_view = {}
+        for i in views:
+            cam = self.dataset.cameras[i]
+            gt = self.dataset.load_image(i)
+            img = np.clip(self.step.render(cam, self.active_sh_degree(iteration)), 0.0, 1.0)
+            name = cam.name or f"view_{i:03d}"
+            per_view[name] = dict(psnr=psnr(img, gt), ssim=ssim(img.astype(np.float64), gt.astype(np.float64)),
+                                  l1=l1(img, gt))
+            save_png(os.path.join(out, os.path.splitext(name)[0] + ".png"), img)
+        mean = {k: float(np.mean([v[k] for v in per_view.values()])) for k in ("psnr", "ssim", "l1")}
+        result = dict(split=split, views=len(views), mean=mean, per_view=per_view,
+                      num_gaussians=self.step.num_gaussians, lpips=None,
+                      seconds=time.perf_counter() - t0)
+        self.metrics[f"iteration_{iteration}"] = result
+        write_json(os.path.join(self.out_dir, "metrics.json"), self.metrics)
+        self.log(f"eval @ {iteration} on {len(views)} {split} views: PSNR {mean['psnr']:.2f} dB, "
+                 f"SSIM {mean['ssim']:.4f}, L1 {mean['l1']:.4f}")
+        return result
+
+    # -- the loop -----------------------------------------------------------------------------------
+    def active_sh_degree(self, iteration: int) -> int:
+        return min(self.cfg.sh_degree, iteration // self.cfg.sh_increase_every)
+
+    def setup(self, resume: str | None) -> int:
+        cfg = self.cfg
+        self.rng = np.random.default_rng(cfg.seed)
+        self.view_stack: list[int] = []
+        if resume:
+            path = self.latest_checkpoint() if resume == "latest" else resume
+            if path is None:
+                raise TrainingError(f"--resume: no checkpoint in {self.checkpoint_dir()}")
+            meta, model, adam, stats = self.load_checkpoint(path)
+            self.rng.bit_generator.state = meta["rng"]
+            self.view_stack = list(meta["view_stack"])
+            self.extent = float(meta["extent"])
+            start = int(meta["iteration"])
+            self.log(f"resumed from {path} at step {start} with {len(model)} Gaussians")
+        else:
+            self.extent = scene_extent(self.dataset)
+            model = initial_model(self.dataset, cfg, self.rng, self.log)
+            adam, stats, start = AdamState.zeros_for(model), DensifyStats.zeros(len(model)), 0
+        optim = cfg.optim.with_scene(self.extent, cfg.iters)
+        self.step: TrainStep = self.step_factory(model, optim, cfg.background, cfg.lambda_dssim, adam)
+        self.step.set_state(model, adam, stats)
+        write_json(os.path.join(self.out_dir, "cfg.json"), dict(cfg.to_dict(), extent=self.extent,
+                                                                dataset_notes=list(self.dataset.notes)))
+        return start
+
+    def run(self, resume: str | None = None, progress=None, on_step=None) -> dict:
+        """Train to ``cfg.iters``; returns a summary. ``on_step(iteration, trainer)`` is called after
+        every step (the live preview hooks in there)."""
+        cfg, dcfg = self.cfg, self.cfg.densify
+        start = self.setup(resume)
+        last_good = None
+        interrupted = False
+
+        def on_sigint(signum, frame):  # finish the step, save, stop
+            nonlocal interrupted
+            interrupted = True
+
+        old_handler = signal.signal(signal.SIGINT, on_sigint) if _main_thread() else None
+        t_start = time.perf_counter()
+        it = start
+        loss_ema = None
+        zero_grad_warned = False
+        try:
+            for it in range(start + 1, cfg.iters + 1):
+                t0 = time.perf_counter()
+                view = self.next_view()
+                target = self.train_image(view)
+                t1 = time.perf_counter()
+                loss = self.step.step(self.dataset.cameras[view], target, self.active_sh_degree(it))
+                t2 = time.perf_counter()
+                self.timing.add("data", t1 - t0)
+                self.timing.add("step", t2 - t1)
+                if not math.isfinite(loss):
+                    raise TrainingError(
+                        f"the loss became {loss} at step {it}: training diverged. The last good checkpoint "
+                        f"is {last_good or 'none (diverged before the first checkpoint)'}; resume from it "
+                        f"with lower learning rates or report the scene.")
+                loss_ema = loss if loss_ema is None else 0.9 * loss_ema + 0.1 * loss
+
+                if it < dcfg.stop:
+                    if it > dcfg.start and it % dcfg.every == 0:
+                        t3 = time.perf_counter()
+                        model, adam, stats = self.step.get_state()
+                        if not np.any(stats.grad_accum > 0) and not zero_grad_warned:
+                            self.log("WARNING: densification statistics are all zero — no gradient "
+                                     "reached the screen-space means; no Gaussian can densify.")
+                            zero_grad_warned = True
+                        model, adam, stats, report = densify_and_prune(
+                            model, adam, stats, dcfg, self.extent, it > dcfg.opacity_reset_every, self.rng)
+                        self.step.set_state(model, adam, stats)
+                        self.log(f"step {it}: {report.line()}", echo=False)
+                        self.timing.add("densify", time.perf_counter() - t3)
+                    if it % dcfg.opacity_reset_every == 0:
+                        model, adam, stats = self.step.get_state()
+                        reset_opacity(model, adam, dcfg.reset_opacity)
+                        self.step.set_state(model, adam, stats)
+                        self.log(f"step {it}: opacity reset to ≤ {dcfg.reset_opacity}", echo=False)
+
+                if it % cfg.log_every == 0 or it == cfg.iters:
+                    elapsed = time.perf_counter() - t_start
+                    n = self.step.num_gaussians
+                    self.log(f"step {it}/{cfg.iters} loss {loss_ema:.4f} N {n} "
+                             f"{(it - start) / elapsed:.2f} it/s", echo=False)
+                if on_step is not None:
+                    on_step(it, self)
+                if progress is not None:
+                    progress(it, loss_ema, self)
+                t4 = time.perf_counter()
+                if it in cfg.eval_at or it == cfg.iters:
+                    self.evaluate(it)
+                if it in cfg.save_at or it == cfg.iters:
+                    self.save_ply(it)
+                if it % cfg.checkpoint_every == 0 or it == cfg.iters:
+                    last_good = self.save_checkpoint(it)
+                self.timing.add("eval+io", time.perf_counter() - t4)
+                if interrupted:
+                    break
+        finally:
+            if old_handler is not None:
+                signal.signal(signal.SIGINT, old_handler)
+        if interrupted:
+            path = self.save_checkpoint(it)
+            self.log(f"interrupted at step {it}: checkpoint saved to {path}; continue with --resume latest")
+        elapsed = time.perf_counter() - t_start
+        summary = dict(iterations=it, interrupted=interrupted, seconds=elapsed,
+                       it_per_s=(it - start) / elapsed if elapsed > 0 else 0.0,
+                       num_gaussians=self.step.num_gaussians, final_loss=loss_ema,
+                       timing=self.timing.totals, out_dir=self.out_dir)
+        self.log(f"done: {it} steps in {elapsed:.1f}s ({summary['it_per_s']:.2f} it/s), "
+                 f"N {summary['num_gaussians']}; time: {self.timing.summary()}")
+        return summary
+
+    def close(self) -> None:
+        self._log_file.close()
+
+
+def _main_thread() -> bool:
+    import threading
+
+    return threading.current_thread() is threading.main_thread()
