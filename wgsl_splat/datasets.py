@@ -1,0 +1,656 @@
+"""Load training scenes: COLMAP sparse models, NeRF/instant-ngp ``transforms.json``, single images.
+
+:func:`load_dataset` detects the kind of ``path`` and returns a :class:`Dataset` of posed pinhole
+cameras (world-to-camera, OpenCV axes, DESIGN.md §2), an optional SfM point cloud and a train/test
+split. Images are decoded lazily by :meth:`Dataset.load_image`, never all kept in memory.
+
+Decisions (see also the docstrings below):
+
+- Lens distortion (transforms.json ``k1 k2 [k3 k4] p1 p2``; COLMAP ``SIMPLE_RADIAL``, ``RADIAL``,
+  ``OPENCV``, ``FULL_OPENCV``) is removed on load: each pixel of an undistorted pinhole image with
+  the *same* intrinsics samples the source bilinearly at its forward-distorted position (exact, no
+  iterative inversion). The few output pixels whose source lies outside the photo take the nearest
+  edge pixel. Fisheye and other models are refused with the ``colmap image_undistorter`` hint.
+- ``resolution=N`` shrinks every image by N with exact area averaging (a box filter that also
+  handles sizes N does not divide; no cropping) and scales the cameras with :meth:`Camera.scaled`.
+  Undistortion runs at the source resolution, before the downscale.
+- Processed images (downscaled and/or undistorted) are cached as 8-bit PNGs in
+  ``<scene>/.wgsl_splat_cache/r<N>/<name>-<key>.png``; the key hashes the source's path, size and
+  mtime and the processing, so a changed source is re-processed (its stale entry is deleted). When
+  the scene folder is read-only (checked by its mode bits too, so that running as root does not
+  write into shared data) the cache goes to ``$XDG_CACHE_HOME/wgsl_splat/<scene>-<hash>/r<N>``.
+  Cold and cached loads return identical arrays (both go through the 8-bit quantisation).
+- RGBA images are downscaled with premultiplied alpha and composited on ``background`` last.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+import os
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+
+from .camera import Camera
+from .colmap import ColmapError, find_model, read_model
+from .image_ops import (IMAGE_EXTENSIONS, Distortion, ImageCache, ImageReadError,
+                        max_outside_pixels, read_image, read_image_size, reason, resize_area,
+                        to_u8, undistort_image, user_cache_root)
+
+__all__ = ["Dataset", "DatasetError", "ImageSource", "load_dataset"]
+
+UNDISTORT_HINT = ("undistort the scene first: colmap image_undistorter --image_path images "
+                  "--input_path sparse/0 --output_path undistorted, then train on undistorted/")
+SINGLE_IMAGE_FOCAL_FACTOR = 10.0  # single-image mode: fx = fy = 10·max(W, H), nearly orthographic
+_CACHE_VERSION = "1"
+_MAX_LISTED = 5
+
+
+class DatasetError(ValueError):
+    """The scene cannot be loaded; the message is one readable line, meant for the user."""
+
+
+def _checked(fn, path):
+    """``fn(path)`` with image errors turned into :class:`DatasetError`."""
+    try:
+        return fn(path)
+    except ImageReadError as exc:
+        raise DatasetError(str(exc)) from None
+
+
+def _listing(items, limit: int = _MAX_LISTED) -> str:
+    items = list(items)
+    more = f", … ({len(items) - limit} more)" if len(items) > limit else ""
+    return ", ".join(str(i) for i in items[:limit]) + more
+
+
+# --------------------------------------------------------------------------------------- dataset
+
+@dataclass(frozen=True)
+class ImageSource:
+    """Where a camera's pixels come from: the file, its actual size, and the intrinsics and
+    distortion at that size (only used to undistort)."""
+
+    path: str
+    width: int
+    height: int
+    fx: float
+    fy: float
+    cx: float
+    cy: float
+    distortion: Distortion | None = None
+
+
+@dataclass(eq=False)
+class Dataset:
+    """Posed cameras (already scaled to ``resolution``), an optional point cloud and a split.
+
+    ``cameras[i].name`` is the image file name (COLMAP: the name stored in the model, relative to
+    ``images/``; transforms.json: relative to the json where file names would collide, as in
+    Blender's train/ and test/); cameras are sorted by name. ``points`` is (M,3) float64 and
+    ``point_colors`` (M,3) float32 in [0,1], or both None: then initialise randomly inside
+    :meth:`bounds`.
+    """
+
+    cameras: list[Camera]
+    points: np.ndarray | None
+    point_colors: np.ndarray | None
+    train_indices: list[int]
+    test_indices: list[int]
+    background: np.ndarray
+    kind: str  # "colmap" | "nerf" | "image"
+    notes: list[str] = field(default_factory=list)
+    root: str = ""
+    resolution: float = 1.0
+    aabb: np.ndarray | None = None  # (2,3) scene box declared by the data (instant-ngp aabb_scale)
+    sources: list[ImageSource] = field(default_factory=list, repr=False)
+    cache: ImageCache | None = field(default=None, repr=False)
+    stats: dict = field(default_factory=lambda: {"decoded": 0, "cache_hits": 0,
+                                                  "cache_writes": 0}, repr=False)
+
+    def __post_init__(self) -> None:
+        self.background = np.asarray(self.background, dtype=np.float32).reshape(3)
+
+    def __len__(self) -> int:
+        return len(self.cameras)
+
+    @property
+    def train_cameras(self) -> list[Camera]:
+        return [self.cameras[i] for i in self.train_indices]
+
+    @property
+    def test_cameras(self) -> list[Camera]:
+        return [self.cameras[i] for i in self.test_indices]
+
+    @property
+    def cache_dir(self) -> Path | None:
+        """Folder of processed images (None when every image loads straight from its file)."""
+        return None if self.cache is None else self.cache.directory
+
+    def load_image(self, i: int) -> np.ndarray:
+        """Image of camera ``i``: (H,W,3) float32 in [0,1], alpha composited on the background."""
+        cam, src = self.cameras[i], self.sources[i]
+        shape = (cam.height, cam.width)
+        processed = src.distortion is not None or (src.height, src.width) != shape
+        if not processed or self.cache is None:
+            img = self._decode(src)
+            if processed:
+                img = self._quantised(self._process(img, src, shape))
+            return self._composite(img)
+        stem, key = self._cache_key(i)
+        cached = self.cache.read(stem, key, shape)
+        if cached is not None:
+            self.stats["cache_hits"] += 1
+            return self._composite(cached.astype(np.float32) / 255.0)
+        u8 = to_u8(self._process(self._decode(src), src, shape))
+        if self.cache.write(stem, key, u8):
+            self.stats["cache_writes"] += 1
+        return self._composite(u8.astype(np.float32) / 255.0)
+
+    def _decode(self, src: ImageSource) -> np.ndarray:
+        img = _checked(read_image, src.path)
+        self.stats["decoded"] += 1
+        if img.shape[:2] != (src.height, src.width):
+            raise DatasetError(f"image {src.path} changed on disk: it is now "
+                               f"{img.shape[1]}x{img.shape[0]}, was {src.width}x{src.height}")
+        return img
+
+    @staticmethod
+    def _process(img: np.ndarray, src: ImageSource, shape: tuple[int, int]) -> np.ndarray:
+        alpha = img.shape[2] == 4
+        if alpha:  # filter premultiplied colour, so transparent pixels do not bleed in
+            img = np.concatenate([img[..., :3] * img[..., 3:], img[..., 3:]], axis=2)
+        if src.distortion is not None:
+            img = undistort_image(img, src.fx, src.fy, src.cx, src.cy, src.distortion)
+        img = resize_area(img, *shape)
+        if alpha:
+            a = img[..., 3:]
+            img = np.concatenate([img[..., :3] / np.maximum(a, 1e-8), a], axis=2)
+        return img
+
+    @staticmethod
+    def _quantised(img: np.ndarray) -> np.ndarray:
+        return to_u8(img).astype(np.float32) / 255.0
+
+    def _composite(self, img: np.ndarray) -> np.ndarray:
+        if img.shape[2] == 3:
+            return np.ascontiguousarray(img, dtype=np.float32)
+        a = img[..., 3:]
+        return np.ascontiguousarray(img[..., :3] * a + self.background * (1.0 - a),
+                                    dtype=np.float32)
+
+    def _cache_key(self, i: int) -> tuple[str, str]:
+        """(readable stem, 16-hex key of the source file's identity and the processing)."""
+        cam, src = self.cameras[i], self.sources[i]
+        shape = (cam.height, cam.width)
+        st = os.stat(src.path)
+        desc = "|".join(map(str, (_CACHE_VERSION, os.path.abspath(src.path), st.st_size,
+                                  st.st_mtime_ns, src.width, src.height, shape, src.fx, src.fy,
+                                  src.cx, src.cy, src.distortion)))
+        stem = re.sub(r"[^A-Za-z0-9._-]", "_", os.path.splitext(cam.name.replace("/", "__"))[0])
+        return stem, hashlib.sha1(desc.encode()).hexdigest()[:16]
+
+    def scene_extent(self) -> float:
+        """3DGS ``cameras_extent``: 1.1 × the largest distance of a training camera centre from
+        their mean. With a single camera position (single-image mode) 1.1 × the half-diagonal of
+        :meth:`bounds` instead, so learning rates and thresholds stay meaningful."""
+        cams = self.train_cameras or self.cameras
+        centres = np.stack([c.center for c in cams])
+        extent = float(np.linalg.norm(centres - centres.mean(axis=0), axis=1).max())
+        if extent < 1e-9:
+            lo, hi = self.bounds()
+            extent = 0.5 * float(np.linalg.norm(hi - lo))
+        return 1.1 * extent
+
+    def bounds(self) -> tuple[np.ndarray, np.ndarray]:
+        """Axis-aligned box ``(lo, hi)`` for random initialisation when ``points`` is None.
+
+        - point cloud present: its bounding box;
+        - single image: the image plane at z = 1 (zero thickness: sample points on the plane);
+        - otherwise from the cameras: a cube centred on the point closest (least squares) to all
+          optical axes, half-side = half the median camera distance to it — the region the
+          cameras look at, clear of the cameras themselves; intersected with the box the data
+          declares (instant-ngp ``aabb_scale``) when there is one. When the axes do not converge
+          in front of the cameras (forward-facing or outward-looking captures) the cube is centred
+          on the mean camera centre with half-side 2 × the cameras' spread.
+        """
+        if self.points is not None and len(self.points):
+            return self.points.min(axis=0), self.points.max(axis=0)
+        if self.kind == "image":
+            c = self.cameras[0]
+            half = np.array([0.5 * c.width / c.fx, 0.5 * c.height / c.fy, 0.0])
+            mid = np.array([(c.width / 2 - c.cx) / c.fx, (c.height / 2 - c.cy) / c.fy, 1.0])
+            return mid - half, mid + half
+        centres = np.stack([c.center for c in self.cameras])
+        axes = np.stack([c.rotation[2] for c in self.cameras])  # optical axes in world space
+        focus = _nearest_point_to_lines(centres, axes)
+        if focus is not None and np.median(np.einsum("ij,ij->i", focus - centres, axes)) > 0:
+            half = 0.5 * float(np.median(np.linalg.norm(centres - focus, axis=1)))
+        else:
+            focus = centres.mean(axis=0)
+            half = 2.0 * max(float(np.linalg.norm(centres - focus, axis=1).max()), 1e-3)
+        lo, hi = focus - half, focus + half
+        if self.aabb is not None:
+            lo2, hi2 = np.maximum(lo, self.aabb[0]), np.minimum(hi, self.aabb[1])
+            if np.all(hi2 > lo2):
+                lo, hi = lo2, hi2
+        return lo, hi
+
+
+def _nearest_point_to_lines(origins: np.ndarray, dirs: np.ndarray) -> np.ndarray | None:
+    """Least-squares point closest to the lines ``origins + t·dirs``; None if ill-conditioned."""
+    dirs = dirs / np.linalg.norm(dirs, axis=1, keepdims=True)
+    proj = np.eye(3) - dirs[:, :, None] * dirs[:, None, :]
+    a, b = proj.sum(axis=0), np.einsum("nij,nj->i", proj, origins)
+    if np.linalg.eigvalsh(a)[0] < 0.02 * len(origins):  # axes (nearly) parallel
+        return None
+    return np.linalg.solve(a, b)
+
+
+# ------------------------------------------------------------------------------------ loading
+
+def load_dataset(path, *, resolution: float = 1, eval_split: bool = False,
+                 background=(0.0, 0.0, 0.0), cache_dir=None, images: str = "images") -> Dataset:
+    """Load the scene at ``path``: a folder with ``sparse/0/`` or ``sparse/`` (COLMAP, photos in
+    ``images/`` or the folder named by ``images``), a ``transforms.json`` (or Blender's
+    ``transforms_train.json`` + ``transforms_test.json``, merged) or its folder, or one image file.
+
+    ``resolution``: downscale factor ≥ 1. ``eval_split``: cameras sorted by name, every 8th
+    (i % 8 == 0) is a test view; a Blender layout keeps its own train/test files instead (as 3DGS).
+    ``cache_dir``: root of the processed-image cache (default ``<scene>/.wgsl_splat_cache``).
+    Raises :class:`DatasetError` with a one-line message for anything unusable.
+    """
+    try:
+        resolution = float(resolution)
+    except (TypeError, ValueError):
+        raise DatasetError(f"resolution must be a number, got {resolution!r}") from None
+    if not math.isfinite(resolution) or resolution < 1:
+        raise DatasetError(f"resolution must be a downscale factor >= 1, got {resolution:g}")
+    bg = np.asarray(background, dtype=np.float32).ravel()
+    if bg.shape != (3,):
+        raise DatasetError(f"background must have 3 values, got {list(bg)}")
+
+    p = Path(path).expanduser()
+    if not p.exists():
+        raise DatasetError(f"dataset path does not exist: {p}")
+    notes: list[str] = []
+    split_hint = None
+    aabb = None
+    if p.is_file():
+        if p.suffix.lower() == ".json":
+            root, kind = p.parent, "nerf"
+            full, sources, points, colors, split_hint, aabb = _load_transforms([p], notes)
+        elif p.suffix.lower() in IMAGE_EXTENSIONS:
+            root, kind = p.parent, "image"
+            full, sources = _load_single_image(p)
+            points = colors = None
+        else:
+            raise DatasetError(f"{p} is neither an image ({', '.join(IMAGE_EXTENSIONS)}) nor a "
+                               "transforms.json")
+    elif p.is_dir():
+        root = p
+        model = find_model(p / "sparse" / "0") or find_model(p / "sparse")
+        blender = [p / f"transforms_{s}.json" for s in ("train", "test")]
+        if model is not None:
+            kind = "colmap"
+            full, sources, points, colors = _load_colmap(p, model, p / images, notes)
+        elif (p / "transforms.json").is_file():
+            kind = "nerf"
+            full, sources, points, colors, split_hint, aabb = _load_transforms(
+                [p / "transforms.json"], notes)
+        elif any(b.is_file() for b in blender):
+            kind = "nerf"
+            full, sources, points, colors, split_hint, aabb = _load_transforms(
+                [b for b in blender if b.is_file()], notes)
+        elif find_model(p):
+            raise DatasetError(f"{p} is a COLMAP model folder; pass the scene folder that holds "
+                               "sparse/ and images/ instead")
+        else:
+            raise DatasetError(
+                f"{p} is not a dataset: expected a COLMAP model (sparse/0/ or sparse/ with "
+                "cameras/images .bin or .txt), a transforms.json, or an image file")
+    else:
+        raise DatasetError(f"{p} is neither a file nor a folder")
+
+    if not full:
+        raise DatasetError(f"{p}: the dataset has no cameras")
+    order = sorted(range(len(full)), key=lambda i: full[i].name)
+    cameras = [full[i].scaled(resolution) for i in order]
+    sources = [sources[i] for i in order]
+    train, test = _split(cameras, kind, eval_split, split_hint, notes)
+
+    processed = any(s.distortion is not None or (s.width, s.height) != (c.width, c.height)
+                    for s, c in zip(sources, cameras))
+    cache = None
+    if processed:
+        label = f"r{resolution:g}"
+        if cache_dir is not None:
+            cache = ImageCache([Path(cache_dir).expanduser() / label])
+            if cache.directory is None:
+                raise DatasetError(f"cache folder {cache_dir} is not writable")
+        else:
+            digest = hashlib.sha1(str(root.resolve()).encode()).hexdigest()[:10]
+            fallback = user_cache_root() / f"{root.resolve().name or 'scene'}-{digest}" / label
+            cache = ImageCache([root / ".wgsl_splat_cache" / label, fallback])
+    return Dataset(cameras, points, colors, train, test, bg, kind, notes, str(root), resolution,
+                   aabb, sources, cache)
+
+
+def _split(cameras, kind, eval_split, split_hint, notes) -> tuple[list[int], list[int]]:
+    n = len(cameras)
+    if not eval_split:
+        return list(range(n)), []
+    if kind == "image":
+        notes.append("single image: the evaluation view is the training image")
+        return [0], [0]
+    if split_hint is not None and any(split_hint.get(c.image_path) == "test" for c in cameras):
+        test = [i for i, c in enumerate(cameras) if split_hint.get(c.image_path) == "test"]
+        notes.append(f"eval split from transforms_test.json: {len(test)} test views")
+    else:
+        test = list(range(0, n, 8))
+    held_out = set(test)
+    train = [i for i in range(n) if i not in held_out]
+    if not train:
+        notes.append("too few images for a held-out split: all views are used for training")
+        train = list(range(n))
+    return train, test
+
+
+def _list_images(folder: Path) -> list[str]:
+    """Image files under ``folder`` (recursive, hidden folders skipped), as relative posix paths."""
+    found = []
+    for dirpath, dirnames, filenames in os.walk(folder):
+        dirnames[:] = sorted(d for d in dirnames if not d.startswith("."))
+        rel = Path(dirpath).relative_to(folder)
+        found += [(rel / f).as_posix() for f in filenames
+                  if os.path.splitext(f)[1].lower() in IMAGE_EXTENSIONS]
+    return sorted(found)
+
+
+def _source_size(path: Path, width: int, height: int, what: str,
+                 size: tuple[int, int] | None = None) -> tuple[int, int]:
+    """The file's size (``size`` if already read), checked against the camera's: equal, or an
+    exact downscale of it."""
+    ws, hs = size or _checked(read_image_size, path)
+    if (ws, hs) == (width, height):
+        return ws, hs
+    for k in (width / ws, height / hs):
+        if k > 1 and (round(width / k), round(height / k)) == (ws, hs):
+            return ws, hs
+    raise DatasetError(f"image {path} is {ws}x{hs} but {what} is {width}x{height} "
+                       "(nor is the image an exact downscale of it)")
+
+
+def _scaled_source(path, ws, hs, width, height, fx, fy, cx, cy, dist) -> ImageSource:
+    sx, sy = ws / width, hs / height
+    return ImageSource(str(path), ws, hs, fx * sx, fy * sy, cx * sx, cy * sy, dist)
+
+
+def _distortion_note(sources: list[ImageSource], what: str) -> str | None:
+    distorted = [s for s in sources if s.distortion is not None]
+    if not distorted:
+        return None
+    outside = max(max_outside_pixels(s.width, s.height, s.fx, s.fy, s.cx, s.cy, s.distortion)
+                  for s in {(s.width, s.height, s.fx, s.fy, s.cx, s.cy, s.distortion): s
+                            for s in distorted}.values())
+    kinds = sorted({s.distortion.describe() for s in distorted})
+    return (f"undistorting {len(distorted)} images on load ({what}: {_listing(kinds, 2)}; same "
+            f"pinhole intrinsics, up to {outside:.1f} px at the borders edge-clamped)")
+
+
+# -------------------------------------------------------------------------------------- COLMAP
+
+def _colmap_intrinsics(cam) -> tuple[float, float, float, float, Distortion | None]:
+    p = [float(v) for v in cam.params]
+    if cam.model == "SIMPLE_PINHOLE":
+        return p[0], p[0], p[1], p[2], None
+    if cam.model == "PINHOLE":
+        return p[0], p[1], p[2], p[3], None
+    if cam.model == "SIMPLE_RADIAL":
+        return p[0], p[0], p[1], p[2], Distortion((p[3],))
+    if cam.model == "RADIAL":
+        return p[0], p[0], p[1], p[2], Distortion((p[3], p[4]))
+    if cam.model == "OPENCV":
+        return p[0], p[1], p[2], p[3], Distortion((p[4], p[5]), p[6], p[7])
+    if cam.model == "FULL_OPENCV":
+        return p[0], p[1], p[2], p[3], Distortion((p[4], p[5], p[8]), p[6], p[7], tuple(p[9:12]))
+    raise DatasetError(f"camera {cam.id} uses the {cam.model} model, which wgsl_splat cannot "
+                       f"undistort; {UNDISTORT_HINT}")
+
+
+def _load_colmap(root: Path, model: tuple[str, str], images_dir: Path, notes: list[str]):
+    model_dir, fmt = model
+    try:
+        m = read_model(model_dir, fmt)
+    except ColmapError as exc:
+        raise DatasetError(str(exc)) from None
+    rel_model = os.path.relpath(model_dir, root)
+    if not images_dir.is_dir():
+        raise DatasetError(f"{root}: COLMAP model found but no image folder {images_dir.name}/")
+    registered = sorted(m.images.values(), key=lambda im: im.name)
+    if not registered:
+        raise DatasetError(f"{model_dir}: the COLMAP model has no registered images")
+    missing = [im.name for im in registered if not (images_dir / im.name).is_file()]
+    if missing:
+        raise DatasetError(f"{len(missing)} of {len(registered)} images registered in "
+                           f"{rel_model} are missing from {images_dir}: {_listing(missing)}")
+    unregistered = sorted(set(_list_images(images_dir)) - {im.name for im in registered})
+    if unregistered:
+        notes.append(f"skipped {len(unregistered)} unregistered images (no pose in {rel_model}): "
+                     f"{_listing(unregistered)}")
+    cams, sources = [], []
+    for im in registered:
+        if im.camera_id not in m.cameras:
+            raise DatasetError(f"image {im.name} refers to camera {im.camera_id}, which "
+                               f"{rel_model} does not define")
+        c = m.cameras[im.camera_id]
+        fx, fy, cx, cy, dist = _colmap_intrinsics(c)
+        if dist is not None and dist.is_identity:
+            dist = None
+        path = images_dir / im.name
+        ws, hs = _source_size(path, c.width, c.height, f"its camera {c.id} ({c.model})")
+        try:
+            cams.append(Camera(im.world_to_camera, fx, fy, cx, cy, c.width, c.height, im.name,
+                               str(path)))
+        except ValueError as exc:
+            raise DatasetError(f"image {im.name}, camera {c.id}: {exc}") from None
+        sources.append(_scaled_source(path, ws, hs, c.width, c.height, fx, fy, cx, cy, dist))
+    used = {m.cameras[im.camera_id].model for im in registered} - {"PINHOLE", "SIMPLE_PINHOLE"}
+    note = _distortion_note(sources, "COLMAP " + "/".join(sorted(used)))
+    if note:
+        notes.append(note)
+    points = colors = None
+    if m.points is None:
+        notes.append(f"no points3D file in {rel_model}: initialise randomly inside the bounds")
+    elif len(m.points.xyz) == 0:
+        notes.append(f"empty point cloud in {rel_model}: initialise randomly inside the bounds")
+    else:
+        points = m.points.xyz.astype(np.float64)
+        colors = m.points.rgb.astype(np.float32) / 255.0
+    return cams, sources, points, colors
+
+
+# ------------------------------------------------------------------------------- transforms.json
+
+_OPENGL_TO_OPENCV = np.diag([1.0, -1.0, -1.0, 1.0])
+
+
+def _resolve_frame_path(base: Path, file_path: str) -> Path | None:
+    p = base / file_path
+    if p.is_file():
+        return p
+    for ext in IMAGE_EXTENSIONS + tuple(e.upper() for e in IMAGE_EXTENSIONS):
+        q = p.with_name(p.name + ext)
+        if q.is_file():
+            return q
+    return None
+
+
+def _frame_pose(matrix, where: str) -> np.ndarray:
+    try:
+        m = np.asarray(matrix, dtype=np.float64)
+    except (TypeError, ValueError):
+        m = np.zeros(0)
+    if m.shape == (3, 4):
+        m = np.vstack([m, [0, 0, 0, 1]])
+    if m.shape != (4, 4) or not np.all(np.isfinite(m)):
+        raise DatasetError(f"{where}: transform_matrix must be a finite 4x4 (or 3x4) matrix")
+    c2w = m @ _OPENGL_TO_OPENCV  # OpenGL camera axes (y up, z back) -> OpenCV (y down, z forward)
+    rot = c2w[:3, :3]
+    if not np.allclose(rot.T @ rot, np.eye(3), atol=1e-3):
+        u, _, vt = np.linalg.svd(rot)
+        rot = u @ vt
+    if np.linalg.det(rot) <= 0:
+        raise DatasetError(f"{where}: transform_matrix is not a rotation (mirrored axes)")
+    w2c = np.eye(4)
+    w2c[:3, :3] = rot.T
+    w2c[:3, 3] = -rot.T @ c2w[:3, 3]
+    return w2c
+
+
+def _ngp_aabb(meta: dict) -> np.ndarray | None:
+    """instant-ngp's scene box in the transforms' frame: ngp = nerf·scale + offset, and the box is
+    0.5 ± aabb_scale/2 in ngp units (defaults scale 0.33, offset 0.5)."""
+    if "aabb_scale" not in meta:
+        return None
+    try:
+        scale = float(meta.get("scale", 0.33))
+        offset = np.broadcast_to(np.asarray(meta.get("offset", 0.5), dtype=np.float64), (3,))
+        half = 0.5 * float(meta["aabb_scale"]) / scale
+    except (TypeError, ValueError):
+        return None
+    centre = (0.5 - offset) / scale
+    return np.stack([centre - half, centre + half])
+
+
+def _read_point_cloud(path: Path) -> tuple[np.ndarray, np.ndarray] | None:
+    """xyz (float64) and colours (float32 in [0,1], grey when absent) of a PLY's vertices."""
+    from .ply import PlyError, _read_header, _read_vertices  # the generic PLY vertex reader
+
+    try:
+        with open(path, "rb") as f:
+            fmt, elements = _read_header(f)
+            cols = _read_vertices(f, fmt, elements)
+    except (OSError, PlyError) as exc:
+        raise DatasetError(f"cannot read point cloud {path}: {reason(exc)}") from None
+    if not all(k in cols for k in "xyz"):
+        raise DatasetError(f"point cloud {path} has no x/y/z vertex properties")
+    xyz = np.stack([cols[k] for k in "xyz"], axis=1).astype(np.float64)
+    if all(k in cols for k in ("red", "green", "blue")):
+        rgb = np.stack([cols[k] for k in ("red", "green", "blue")], axis=1).astype(np.float32)
+        rgb = rgb / (255.0 if rgb.max(initial=0) > 1 else 1.0)
+    else:
+        rgb = np.full_like(xyz, 0.5, dtype=np.float32)
+    return (xyz, rgb) if len(xyz) else None
+
+
+def _load_transforms(json_paths: list[Path], notes: list[str]):
+    cams, sources, missing, split_of, aabb = [], [], [], {}, None
+    cloud = None
+    for jp in json_paths:
+        try:
+            meta = json.loads(jp.read_text())
+        except (OSError, UnicodeDecodeError) as exc:
+            raise DatasetError(f"cannot read {jp}: {reason(exc)}") from None
+        except json.JSONDecodeError as exc:
+            raise DatasetError(f"{jp}: invalid JSON ({exc})") from None
+        frames = meta.get("frames") if isinstance(meta, dict) else None
+        if not isinstance(frames, list) or not frames:
+            raise DatasetError(f"{jp}: no 'frames' list")
+        aabb = _ngp_aabb(meta) if aabb is None else aabb
+        if cloud is None and meta.get("ply_file_path"):  # nerfstudio exports its SfM points
+            cloud = _read_point_cloud(jp.parent / str(meta["ply_file_path"]))
+            if cloud is None:
+                notes.append(f"empty point cloud {meta['ply_file_path']}: random initialisation")
+        for i, frame in enumerate(frames):
+            where = f"{jp.name} frame {i}"
+            if not isinstance(frame, dict) or "file_path" not in frame:
+                raise DatasetError(f"{where}: no file_path")
+            path = _resolve_frame_path(jp.parent, str(frame["file_path"]))
+            if path is None:
+                missing.append(frame["file_path"])
+                continue
+            w2c = _frame_pose(frame.get("transform_matrix"), where)
+            cam, src = _transforms_camera(meta, frame, path, w2c, where)
+            cams.append(cam)
+            sources.append(src)
+            split_of[str(path)] = "test" if jp.name == "transforms_test.json" else "train"
+    if missing:
+        raise DatasetError(f"{len(missing)} images referenced by "
+                           f"{' + '.join(p.name for p in json_paths)} are missing: "
+                           f"{_listing(missing)}")
+    base = json_paths[0].parent
+    if len({c.name for c in cams}) < len(cams):  # e.g. Blender's train/r_0.png and test/r_0.png
+        for c in cams:
+            c.name = Path(os.path.relpath(c.image_path, base)).as_posix()
+    note = _distortion_note(sources, "transforms.json")
+    if note:
+        notes.append(note)
+    if len(json_paths) > 1:
+        notes.append("merged " + " + ".join(p.name for p in json_paths))
+    if cloud is None:
+        notes.append("no point cloud: initialise randomly inside bounds() (the region the cameras "
+                     "look at" + (", within the aabb_scale box)" if aabb is not None else ")"))
+    hint = split_of if len(json_paths) > 1 else None
+    points, colors = cloud if cloud is not None else (None, None)
+    return cams, sources, points, colors, hint, aabb
+
+
+def _transforms_camera(meta: dict, frame: dict, path: Path, w2c: np.ndarray, where: str):
+    def get(key, default=None):
+        return frame.get(key, meta.get(key, default))
+
+    model = str(get("camera_model", "OPENCV")).upper()
+    if get("is_fisheye", False) or model not in ("OPENCV", "PINHOLE", "SIMPLE_PINHOLE"):
+        raise DatasetError(f"{where}: camera model {model if model != 'OPENCV' else 'fisheye'} "
+                           "is not supported; convert the images to a pinhole camera first "
+                           f"(for a COLMAP source: {UNDISTORT_HINT})")
+    size = _checked(read_image_size, path)
+    try:
+        width, height = int(get("w", size[0])), int(get("h", size[1]))
+        if get("fl_x") is not None:
+            fx = float(get("fl_x"))
+        elif get("camera_angle_x") is not None:
+            fx = 0.5 * width / math.tan(0.5 * float(get("camera_angle_x")))
+        else:
+            raise DatasetError(f"{where}: no focal length (fl_x or camera_angle_x)")
+        if get("fl_y") is not None:
+            fy = float(get("fl_y"))
+        elif get("camera_angle_y") is not None and get("fl_x") is None:
+            fy = 0.5 * height / math.tan(0.5 * float(get("camera_angle_y")))
+        else:
+            fy = fx
+        cx, cy = float(get("cx", width / 2)), float(get("cy", height / 2))
+        dist = Distortion(tuple(float(get(k, 0.0)) for k in ("k1", "k2", "k3", "k4")),
+                          float(get("p1", 0.0)), float(get("p2", 0.0)))
+    except DatasetError:
+        raise
+    except (TypeError, ValueError) as exc:
+        raise DatasetError(f"{where}: bad camera intrinsics ({exc})") from None
+    dist = None if dist.is_identity else dist
+    ws, hs = _source_size(path, width, height, "the camera in transforms.json", size)
+    try:
+        cam = Camera(w2c, fx, fy, cx, cy, width, height, path.name, str(path))
+    except ValueError as exc:
+        raise DatasetError(f"{where}: {exc}") from None
+    return cam, _scaled_source(path, ws, hs, width, height, fx, fy, cx, cy, dist)
+
+
+# --------------------------------------------------------------------------------- single image
+
+def _load_single_image(path: Path):
+    """2D fitting mode: one camera at the origin (identity pose) looking down +z at the plane
+    z = 1, with fx = fy = 10·max(W,H) (nearly orthographic) and the principal point at the image
+    centre, so the image fills the view: the plane shows [-W/2f, W/2f] × [-H/2f, H/2f].
+
+    There is no point cloud: the trainer should initialise random points on that plane, e.g.
+    uniformly inside :meth:`Dataset.bounds` (a zero-thickness box at z = 1) with random colours.
+    """
+    w, h = _checked(read_image_size, path)
+    f = SINGLE_IMAGE_FOCAL_FACTOR * max(w, h)
+    cam = Camera(np.eye(4), f, f, w / 2, h / 2, w, h, path.name, str(path))
+    return [cam], [ImageSource(str(path), w, h, f, f, w / 2, h / 2, None)]

@@ -1,0 +1,281 @@
+"""Image primitives for dataset loading: decoding, exact area resize, lens undistortion and the
+on-disk cache of processed images. NumPy only (Pillow, which imageio installs, for file I/O)."""
+
+from __future__ import annotations
+
+import functools
+import os
+import re
+import sys
+import warnings
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+__all__ = ["IMAGE_EXTENSIONS", "ImageReadError", "Distortion", "ImageCache", "read_image",
+           "read_image_size", "resize_area", "undistort_image", "max_outside_pixels", "to_u8",
+           "user_cache_root", "is_writable_dir"]
+
+IMAGE_EXTENSIONS = (".png", ".jpg", ".jpeg", ".bmp", ".tif", ".tiff", ".webp")
+
+
+class ImageReadError(ValueError):
+    """An image file cannot be read or decoded (one readable line)."""
+
+
+def read_image_size(path) -> tuple[int, int]:
+    """``(width, height)`` from the file header, without decoding the pixels."""
+    from PIL import Image
+
+    try:
+        with Image.open(path) as im:
+            return im.size
+    except Exception as exc:  # PIL raises many types for bad files
+        raise ImageReadError(f"cannot read image {path}: {reason(exc)}") from None
+
+
+def read_image(path) -> np.ndarray:
+    """Decode to float32 in [0,1], shape (H,W,3) or (H,W,4) (straight alpha); grey becomes RGB.
+
+    Pixels are used as stored (EXIF orientation is not applied, as COLMAP does not either).
+    """
+    from PIL import Image
+
+    try:
+        with Image.open(path) as im:
+            im.load()
+            if im.mode in ("I;16", "I;16B", "I;16L", "I"):
+                arr = np.asarray(im, dtype=np.float32) / 65535.0
+            elif im.mode == "F":
+                arr = np.asarray(im, dtype=np.float32)
+            else:
+                alpha = im.mode in ("RGBA", "LA", "PA", "RGBa", "La") or "transparency" in im.info
+                arr = np.asarray(im.convert("RGBA" if alpha else "RGB"), dtype=np.float32) / 255.0
+    except Exception as exc:
+        raise ImageReadError(f"cannot decode image {path}: {reason(exc)}") from None
+    if arr.ndim == 2:
+        arr = np.repeat(arr[:, :, None], 3, axis=2)
+    return np.ascontiguousarray(arr, dtype=np.float32)
+
+
+def reason(exc: BaseException) -> str:
+    """The first line of an exception's message, for one-line user errors."""
+    text = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+    return text.replace(" (see above)", "")
+
+
+def _resize_axis0(a: np.ndarray, n_out: int) -> np.ndarray:
+    n_in = a.shape[0]
+    if n_out == n_in:
+        return a
+    if n_in % n_out == 0:
+        return a.reshape(n_out, n_in // n_out, *a.shape[1:]).mean(axis=1, dtype=np.float64)
+    # Exact area average: out_k = (S(e_{k+1}) - S(e_k)) / step with S the integral of the
+    # piecewise-constant input, e_k = k·n_in/n_out the output pixel edges in input pixels.
+    step = n_in / n_out
+    edges = np.arange(n_out + 1) * step
+    idx = np.minimum(edges.astype(np.int64), n_in - 1)
+    frac = (edges - idx).reshape(-1, *([1] * (a.ndim - 1)))
+    csum = np.concatenate([np.zeros((1, *a.shape[1:])), np.cumsum(a, axis=0, dtype=np.float64)])
+    s = csum[idx] + frac * a[idx]
+    return np.diff(s, axis=0) / step
+
+
+def resize_area(image: np.ndarray, height: int, width: int) -> np.ndarray:
+    """Resize (H,W[,C]) to (height,width[,C]) by exact area averaging (separable box filter)."""
+    out = _resize_axis0(np.asarray(image), height)
+    out = np.swapaxes(_resize_axis0(np.swapaxes(out, 0, 1), width), 0, 1)
+    return np.ascontiguousarray(out, dtype=np.float32)
+
+
+@dataclass(frozen=True)
+class Distortion:
+    """OpenCV radial-tangential lens distortion of normalised coordinates (x, y), r² = x²+y²:
+
+    ``radial = (1 + Σ radial_i r^(2i+2)) / (1 + Σ rational_i r^(2i+2))``,
+    ``x_d = x·radial + 2 p1 x y + p2 (r² + 2x²)``,
+    ``y_d = y·radial + p1 (r² + 2y²) + 2 p2 x y``.
+    ``radial`` holds k1, k2, k3, … (k4 is the r⁸ term, as in nerfstudio); ``rational`` holds
+    FULL_OPENCV's k4 k5 k6.
+    """
+
+    radial: tuple[float, ...] = ()
+    p1: float = 0.0
+    p2: float = 0.0
+    rational: tuple[float, ...] = ()
+
+    @property
+    def is_identity(self) -> bool:
+        return not any(self.radial) and not any(self.rational) and self.p1 == 0 and self.p2 == 0
+
+    def apply(self, x: np.ndarray, y: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """Forward model: undistorted normalised coordinates -> distorted ones."""
+        r2 = x * x + y * y
+        num, den, rk = np.ones_like(r2), np.ones_like(r2), np.ones_like(r2)
+        for k in self.radial:
+            rk = rk * r2
+            num += k * rk
+        rk = np.ones_like(r2)
+        for k in self.rational:
+            rk = rk * r2
+            den += k * rk
+        radial = num / den
+        xy = x * y
+        xd = x * radial + 2 * self.p1 * xy + self.p2 * (r2 + 2 * x * x)
+        yd = y * radial + self.p1 * (r2 + 2 * y * y) + 2 * self.p2 * xy
+        return xd, yd
+
+    def describe(self) -> str:
+        names = [f"k{i + 1}" for i in range(len(self.radial))] + ["p1", "p2"]
+        names += [f"k{i + 4}" for i in range(len(self.rational))]
+        vals = list(self.radial) + [self.p1, self.p2] + list(self.rational)
+        return " ".join(f"{n}={v:.4g}" for n, v in zip(names, vals) if v != 0)
+
+
+def _distorted_pixels(width, height, fx, fy, cx, cy, dist: Distortion, u=None, v=None):
+    """Source positions (index units, pixel centres at integers) of output pixel centres."""
+    if u is None:
+        u, v = np.meshgrid(np.arange(width) + 0.5, np.arange(height) + 0.5)
+    xd, yd = dist.apply((u - cx) / fx, (v - cy) / fy)
+    return fx * xd + cx - 0.5, fy * yd + cy - 0.5
+
+
+@functools.lru_cache(maxsize=2)
+def _remap_table(width, height, fx, fy, cx, cy, dist: Distortion):
+    """Bilinear gather indices and weights of the undistortion remap (memoised per camera)."""
+    sx, sy = _distorted_pixels(width, height, fx, fy, cx, cy, dist)
+    sx = np.clip(sx, 0, width - 1).astype(np.float32)   # outside the photo: nearest edge pixel
+    sy = np.clip(sy, 0, height - 1).astype(np.float32)
+    x0, y0 = np.floor(sx).astype(np.int32), np.floor(sy).astype(np.int32)
+    x1, y1 = np.minimum(x0 + 1, width - 1), np.minimum(y0 + 1, height - 1)
+    corners = tuple((yy * width + xx).ravel() for yy in (y0, y1) for xx in (x0, x1))
+    return corners, (sx - x0).reshape(-1, 1), (sy - y0).reshape(-1, 1)
+
+
+def undistort_image(image: np.ndarray, fx, fy, cx, cy, dist: Distortion) -> np.ndarray:
+    """The pinhole image with the same intrinsics as the distorted ``image`` (H,W,C)."""
+    h, w, c = image.shape
+    (i00, i01, i10, i11), wx, wy = _remap_table(w, h, float(fx), float(fy), float(cx),
+                                                float(cy), dist)
+    flat = np.ascontiguousarray(image, dtype=np.float32).reshape(-1, c)
+    top, right = np.take(flat, i00, axis=0), np.take(flat, i01, axis=0)
+    right -= top
+    right *= wx
+    top += right  # in-place blends: this runs on every pixel of full-size photos
+    bottom, right = np.take(flat, i10, axis=0), np.take(flat, i11, axis=0)
+    right -= bottom
+    right *= wx
+    bottom += right
+    bottom -= top
+    bottom *= wy
+    top += bottom
+    return top.reshape(h, w, c)
+
+
+def max_outside_pixels(width, height, fx, fy, cx, cy, dist: Distortion) -> float:
+    """How far (pixels) the border of the undistorted image samples outside the source."""
+    t = np.linspace(0.0, 1.0, 257)
+    u = np.concatenate([t * width, t * width, np.zeros_like(t), np.full_like(t, width)])
+    v = np.concatenate([np.zeros_like(t), np.full_like(t, height), t * height, t * height])
+    sx, sy = _distorted_pixels(width, height, fx, fy, cx, cy, dist, u, v)
+    out = np.maximum.reduce([-0.5 - sx, sx - (width - 0.5), -0.5 - sy, sy - (height - 0.5)])
+    return float(max(out.max(), 0.0))
+
+
+def user_cache_root() -> Path:
+    if os.environ.get("WGSL_SPLAT_CACHE"):
+        return Path(os.environ["WGSL_SPLAT_CACHE"])
+    if sys.platform == "darwin":
+        base = Path.home() / "Library" / "Caches"
+    elif os.name == "nt":
+        base = Path(os.environ.get("LOCALAPPDATA") or Path.home() / "AppData" / "Local")
+    else:
+        base = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache")
+    return base / "wgsl_splat"
+
+
+def is_writable_dir(directory: Path) -> bool:
+    """True when ``directory`` exists writable, or could be created in a writable ancestor.
+
+    Besides ``os.access`` the mode bits must allow writing: root passes ``os.access`` everywhere,
+    but a folder marked read-only (``r-x``, like the shared data) must still be left alone.
+    """
+    p = directory
+    while not p.exists():
+        if p.parent == p:
+            return False
+        p = p.parent
+    try:
+        mode = p.stat().st_mode
+    except OSError:
+        return False
+    return p.is_dir() and os.access(p, os.W_OK | os.X_OK) and bool(mode & 0o222)
+
+
+class ImageCache:
+    """Processed images as 8-bit PNGs ``<stem>-<key16>.png`` in the first writable candidate."""
+
+    def __init__(self, candidates: list[Path]):
+        self.candidates = candidates
+        self._dir: Path | None = None
+        self._resolved = False
+
+    @property
+    def directory(self) -> Path | None:
+        if not self._resolved:
+            self._dir = next((d for d in self.candidates if is_writable_dir(d)), None)
+            self._resolved = True
+        return self._dir
+
+    def _path(self, stem: str, key: str) -> Path | None:
+        d = self.directory
+        return None if d is None else d / f"{stem}-{key}.png"
+
+    def read(self, stem: str, key: str, shape: tuple[int, int]) -> np.ndarray | None:
+        path = self._path(stem, key)
+        if path is None or not path.is_file():
+            return None
+        from PIL import Image
+
+        try:
+            with Image.open(path) as im:
+                arr = np.asarray(im)
+        except Exception:
+            return None  # a damaged entry is simply rebuilt
+        ok = arr.dtype == np.uint8 and arr.ndim == 3 and arr.shape[:2] == shape
+        return arr if ok and arr.shape[2] in (3, 4) else None
+
+    def write(self, stem: str, key: str, arr: np.ndarray) -> bool:
+        """Store ``arr`` (uint8); on failure try the next candidate. False when nothing could."""
+        from PIL import Image
+
+        from .atomic_io import atomic_open
+
+        while True:
+            directory = self.directory
+            if directory is None:
+                return False
+            path = directory / f"{stem}-{key}.png"
+            try:
+                directory.mkdir(parents=True, exist_ok=True)
+                with atomic_open(path) as f:
+                    Image.fromarray(arr).save(f, format="PNG", compress_level=1)
+                break
+            except OSError as exc:  # e.g. a read-only mount: fall through to the next candidate
+                rest = self.candidates[self.candidates.index(directory) + 1:]
+                self._dir = next((d for d in rest if is_writable_dir(d)), None)
+                if self._dir is None:
+                    warnings.warn(f"image cache disabled: cannot write {path}: {exc}")
+        pattern = re.compile(re.escape(stem) + r"-[0-9a-f]{16}\.png")
+        for old in os.listdir(directory):  # drop entries of older versions of this source
+            if old != path.name and pattern.fullmatch(old):
+                try:
+                    os.unlink(directory / old)
+                except OSError:
+                    pass
+        return True
+
+
+def to_u8(img: np.ndarray) -> np.ndarray:
+    return (np.clip(img, 0.0, 1.0) * 255.0 + 0.5).astype(np.uint8)
