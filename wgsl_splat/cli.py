@@ -57,5 +57,38 @@ def render(model_path, data, camera_json, out_dir, background, limit, device):
     commands.render(model_path, data, camera_json, out_dir, parse_color(background), limit, device)
 
 
+@main.command()
+@click.argument("data", required=False, default="default")
+@click.option("--out", "out_dir", default=None, type=click.Path(file_okay=False),
+              help="Output folder (default: runs/<scene name>).")
+@click.option("--preset", type=click.Choice(["smoke", "fast", "default"]), default="default", show_default=True,
+              help="smoke: 300 quick steps; fast: 7k steps; default: the original 30k schedule.")
+@click.option("--iters", type=click.IntRange(min=1), default=None, help="Number of steps (overrides the preset).")
+@click.option("--eval", "eval_split", is_flag=True, help="Hold out every 8th image (sorted by name) as a test view.")
+@click.option("-r", "--resolution", type=click.IntRange(min=1), default=1, show_default=True,
+              help="Downscale images by this factor (cached).")
+@DEVICE_OPTION
+@click.option("--adapter", "adapter_filter", default=None, help="Use the first GPU adapter whose name contains this.")
+@click.option("--sh-degree", type=click.IntRange(0, 3), default=None, help="Maximum SH degree (default 3).")
+@click.option("--densify-from", type=int, default=None, help="First densification step (default 500).")
+@click.option("--densify-until", type=int, default=None, help="Last densification step (default 15000).")
+@click.option("--densify-every", type=click.IntRange(min=1), default=None, help="Steps between densifications (default 100).")
+@click.option("--densify-grad-threshold", type=float, default=None, help="Mean NDC gradient that triggers densification (default 2e-4).")
+@click.option("--white-background", is_flag=True, help="Train against a white background (synthetic scenes).")
+@click.option("--seed", type=int, default=0, show_default=True)
+@click.option("--resume", default=None, help="Continue from a checkpoint file, or 'latest' in --out.")
+@click.option("--eval-at", default=None, help="Comma-separated steps at which to evaluate (default: preset's).")
+def train(data, out_dir, preset, iters, eval_split, resolution, device, adapter_filter, sh_degree,
+          densify_from, densify_until, densify_every, densify_grad_threshold, white_background, seed,
+          resume, eval_at):
+    """Train on DATA: a COLMAP folder, a transforms.json scene, one image, or 'default' (the
+    embedded procedural scene). Writes a .ply, checkpoints, metrics.json and a log into --out."""
+    from . import commands
+
+    commands.train(data, out_dir, preset, iters, eval_split, resolution, device, adapter_filter, sh_degree,
+                   densify_from, densify_until, densify_every, densify_grad_threshold, white_background,
+                   seed, resume, eval_at)
+
+
 if __name__ == "__main__":  # pragma: no cover
     sys.exit(main())

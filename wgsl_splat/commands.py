@@ -80,3 +80,108 @@ def render(model_path, data, camera_json, out_dir, background, limit, device) ->
             save_png(os.path.join(out_dir, f"{name}_gt.png"), ground_truth[i])
     click.echo(f"Rendered {len(cameras)} views of {len(model)} Gaussians on {path_name} "
                f"(median {1000 * float(np.median(times)):.1f} ms/view) into {out_dir}")
+
+
+def load_training_data(data: str, resolution: int, eval_split: bool, background):
+    from .datasets import DatasetError, load_dataset
+
+    if data == "default":
+        from .default_scene import default_dataset
+
+        return default_dataset(resolution=resolution, eval_split=eval_split, background=background)
+    try:
+        return load_dataset(data, resolution=resolution, eval_split=eval_split, background=background)
+    except DatasetError as exc:
+        raise UserError(str(exc)) from None
+
+
+def make_step_factory(device: str, adapter_filter: str | None, echo):
+    """Pick the path: returns ``(factory, description)`` where ``factory`` builds a TrainStep."""
+    from .step import CpuTrainStep
+
+    def cpu_factory(model, optim, background, lambda_dssim, adam):
+        return CpuTrainStep(model, optim, background, lambda_dssim, adam)
+
+    if device == "cpu":
+        return cpu_factory, "cpu (NumPy reference)"
+    from .gpu.runtime import GpuError, select_device
+
+    try:
+        ctx = select_device(device, adapter_filter, echo=echo)
+    except GpuError as exc:
+        raise UserError(str(exc)) from None
+    if ctx is None:
+        return cpu_factory, "cpu (NumPy reference)"
+    try:
+        from .gpu.step import GpuTrainStep
+    except ImportError:
+        msg = "the device training step is not available in this build"
+        if device == "gpu":
+            raise UserError(f"--device gpu: {msg}") from None
+        echo(f"Warning: {msg}; training on the NumPy path")
+        return cpu_factory, "cpu (NumPy reference)"
+
+    def gpu_factory(model, optim, background, lambda_dssim, adam):
+        return GpuTrainStep(ctx, model, optim, background, lambda_dssim, adam)
+
+    return gpu_factory, f"gpu ({ctx.name})"
+
+
+def train(data, out_dir, preset, iters, eval_split, resolution, device, adapter_filter, sh_degree,
+          densify_from, densify_until, densify_every, densify_grad_threshold, white_background, seed,
+          resume, eval_at) -> None:
+    import click
+
+    from .config import preset as make_preset
+    from .trainer import Trainer, TrainingError
+
+    cfg = make_preset(preset)
+    if iters is not None:
+        cfg.iters = iters
+        cfg.eval_at = tuple(s for s in cfg.eval_at if s < iters) + (iters,)
+        cfg.save_at = tuple(s for s in cfg.save_at if s < iters) + (iters,)
+    if eval_at:
+        try:
+            cfg.eval_at = tuple(int(s) for s in eval_at.split(",") if s.strip())
+        except ValueError:
+            raise UserError(f"--eval-at takes comma-separated step numbers, got {eval_at!r}") from None
+    if sh_degree is not None:
+        cfg.sh_degree = sh_degree
+    for name, value in (("start", densify_from), ("stop", densify_until), ("every", densify_every),
+                        ("grad_threshold", densify_grad_threshold)):
+        if value is not None:
+            setattr(cfg.densify, name, value)
+    cfg.seed = seed
+    cfg.background = (1.0, 1.0, 1.0) if white_background else (0.0, 0.0, 0.0)
+
+    dataset = load_training_data(data, resolution, eval_split, cfg.background)
+    for note in dataset.notes:
+        click.echo(f"note: {note}")
+    if out_dir is None:
+        name = "default" if data == "default" else os.path.basename(os.path.normpath(data)) or "scene"
+        out_dir = os.path.join("runs", name)
+    factory, path_name = make_step_factory(device, adapter_filter, click.echo)
+    click.echo(f"Training {len(dataset.train_indices)} views ({len(dataset.test_indices)} held out) "
+               f"for {cfg.iters} steps on {path_name} -> {out_dir}")
+    trainer = Trainer(dataset, cfg, out_dir, factory, log=click.echo)
+    bar = click.progressbar(length=cfg.iters, label="training", show_eta=True, show_pos=True,
+                            item_show_func=lambda s: s, file=None)
+    state = {"done": 0, "t0": time.perf_counter()}
+
+    def progress(it, loss, tr):
+        rate = (it - state.get("first", it)) / max(time.perf_counter() - state["t0"], 1e-9)
+        state.setdefault("first", it - 1)
+        bar.update(it - state["done"], f"loss {loss:.4f} N {tr.step.num_gaussians} {rate:.2f} it/s")
+        state["done"] = it
+
+    try:
+        with bar:
+            state["done"] = 0
+            summary = trainer.run(resume=resume, progress=progress)
+    except TrainingError as exc:
+        raise UserError(str(exc)) from None
+    finally:
+        trainer.close()
+    last = summary["iterations"]
+    click.echo(f"Results in {out_dir}: point_cloud/iteration_{last}/point_cloud.ply, metrics.json, "
+               f"train.log, checkpoints/")

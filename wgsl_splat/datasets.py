@@ -102,7 +102,7 @@ class Dataset:
     train_indices: list[int]
     test_indices: list[int]
     background: np.ndarray
-    kind: str  # "colmap" | "nerf" | "image"
+    kind: str  # "colmap" | "nerf" | "image" | "embedded"
     notes: list[str] = field(default_factory=list)
     root: str = ""
     resolution: float = 1.0
@@ -111,6 +111,7 @@ class Dataset:
     cache: ImageCache | None = field(default=None, repr=False)
     stats: dict = field(default_factory=lambda: {"decoded": 0, "cache_hits": 0,
                                                   "cache_writes": 0}, repr=False)
+    memory_images: list[np.ndarray] | None = field(default=None, repr=False)  # embedded scene
 
     def __post_init__(self) -> None:
         self.background = np.asarray(self.background, dtype=np.float32).reshape(3)
@@ -133,6 +134,8 @@ class Dataset:
 
     def load_image(self, i: int) -> np.ndarray:
         """Image of camera ``i``: (H,W,3) float32 in [0,1], alpha composited on the background."""
+        if self.memory_images is not None:
+            return self.memory_images[i]
         cam, src = self.cameras[i], self.sources[i]
         shape = (cam.height, cam.width)
         processed = src.distortion is not None or (src.height, src.width) != shape

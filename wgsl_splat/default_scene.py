@@ -371,3 +371,21 @@ def scene_extent(cameras: list[Camera]) -> float:
     """
     centers = np.stack([c.center for c in cameras])
     return float(1.1 * np.linalg.norm(centers - centers.mean(axis=0), axis=1).max())
+
+
+def default_dataset(*, resolution: int = 1, eval_split: bool = False, width: int = 192, height: int = 192,
+                    num_cameras: int = 32, num_points: int = 3000, background=(0.0, 0.0, 0.0)):
+    """The embedded scene as a :class:`~wgsl_splat.datasets.Dataset` (what ``train`` uses when no
+    data path is given): ``width``×``height`` divided by ``resolution``, every 8th view held out
+    with ``eval_split``."""
+    from .datasets import Dataset
+
+    scene = make_default_scene(max(8, width // resolution), max(8, height // resolution),
+                               num_cameras=num_cameras, num_points=num_points, background=background)
+    n = len(scene.cameras)
+    test = [i for i in range(n) if i % 8 == 0] if eval_split else []
+    train = [i for i in range(n) if i not in set(test)]
+    return Dataset(cameras=scene.cameras, points=scene.points, point_colors=scene.colors,
+                   train_indices=train, test_indices=test, background=scene.background,
+                   kind="embedded", notes=[f"embedded default scene ({n} ray-cast views)"],
+                   root="<embedded>", resolution=resolution, memory_images=scene.images)

@@ -1,0 +1,192 @@
+"""The training loop: outputs, exact resume, divergence and interruption handling, densification."""
+
+import json
+import os
+import signal
+
+import numpy as np
+import pytest
+from click.testing import CliRunner
+
+from wgsl_splat.cli import main
+from wgsl_splat.config import DensifyConfig, preset
+from wgsl_splat.default_scene import default_dataset
+from wgsl_splat.densify import densify_and_prune, reset_opacity
+from wgsl_splat.model import GaussianModel
+from wgsl_splat.optim import AdamState
+from wgsl_splat.ply import load_ply
+from wgsl_splat.step import CpuTrainStep, DensifyStats
+from wgsl_splat.trainer import Trainer, TrainingError
+
+
+def tiny_dataset():
+    return default_dataset(resolution=6, eval_split=True, num_cameras=16, num_points=600)  # 32×32 views
+
+
+def tiny_config(iters=24):
+    cfg = preset("smoke")
+    cfg.iters = iters
+    cfg.eval_at, cfg.save_at = (iters,), (iters,)
+    cfg.checkpoint_every = 8
+    cfg.log_every = 4
+    cfg.sh_increase_every = 6
+    cfg.densify = DensifyConfig(start=4, stop=20, every=4, opacity_reset_every=12, grad_threshold=1e-4)
+    return cfg
+
+
+def cpu_factory(model, optim, background, lam, adam):
+    return CpuTrainStep(model, optim, background, lam, adam)
+
+
+def run(out, cfg, resume=None, factory=cpu_factory, on_step=None):
+    losses = {}
+    trainer = Trainer(tiny_dataset(), cfg, str(out), factory, log=lambda m: None)
+    try:
+        summary = trainer.run(resume=resume, progress=lambda it, loss, tr: losses.__setitem__(it, tr.step.last.loss),
+                              on_step=on_step)
+    finally:
+        trainer.close()
+    return trainer, summary, losses
+
+
+def test_outputs_and_densification(tmp_path):
+    trainer, summary, _ = run(tmp_path, tiny_config())
+    assert summary["iterations"] == 24
+    ply = tmp_path / "point_cloud" / "iteration_24" / "point_cloud.ply"
+    model = load_ply(ply)
+    assert model.sh_degree == 3 and len(model) == summary["num_gaussians"]
+    metrics = json.loads((tmp_path / "metrics.json").read_text())
+    m = metrics["iteration_24"]
+    assert m["split"] == "test" and m["views"] == 2 and 5 < m["mean"]["psnr"] < 60
+    assert sorted(os.listdir(tmp_path / "test" / "iteration_24")) == ["view_000.png", "view_008.png"]
+    assert json.loads((tmp_path / "cfg.json").read_text())["iters"] == 24
+    log = (tmp_path / "train.log").read_text()
+    assert "densify: N" in log and "opacity reset" in log and "it/s" in log
+    assert sorted(os.listdir(tmp_path / "checkpoints")) == ["ckpt_000016.npz", "ckpt_000024.npz"]
+    assert summary["num_gaussians"] != 600
+
+
+def test_resume_continues_exactly(tmp_path):
+    """NumPy path: a run resumed from its step-16 checkpoint follows the same loss curve and ends
+    with the same parameters as the uninterrupted run (densification, opacity reset, RNG included)."""
+    full, _, full_losses = run(tmp_path / "full", tiny_config())
+    ckpt = tmp_path / "full" / "checkpoints" / "ckpt_000016.npz"
+    resumed, summary, resumed_losses = run(tmp_path / "resumed", tiny_config(), resume=str(ckpt))
+    assert summary["iterations"] == 24 and min(resumed_losses) == 17
+    for it in range(17, 25):
+        assert resumed_losses[it] == full_losses[it], it
+    a, b = full.step.get_model(), resumed.step.get_model()
+    for name in a.arrays():
+        np.testing.assert_array_equal(a.arrays()[name], b.arrays()[name], err_msg=name)
+
+
+def test_resume_latest_and_missing(tmp_path):
+    run(tmp_path, tiny_config(8))
+    cfg = tiny_config(12)
+    _, summary, losses = run(tmp_path, cfg, resume="latest")
+    assert min(losses) == 9 and summary["iterations"] == 12
+    with pytest.raises(TrainingError, match="no checkpoint"):
+        run(tmp_path / "empty", tiny_config(), resume="latest")
+
+
+class NaNAfter(CpuTrainStep):
+    """A step whose parameters blow up at a given iteration (as a diverging run would)."""
+
+    bad_at = 11
+
+    def step(self, camera, target, active_sh_degree=None):
+        self.count = getattr(self, "count", 0) + 1
+        if self.count >= self.bad_at:
+            self.model.means[0] = np.nan
+        return super().step(camera, target, active_sh_degree)
+
+
+def test_divergence_stops_and_keeps_last_good_checkpoint(tmp_path):
+    with pytest.raises(TrainingError, match="diverged") as info:
+        run(tmp_path, tiny_config(), factory=lambda m, o, b, l, a: NaNAfter(m, o, b, l, a))
+    assert "ckpt_000008.npz" in str(info.value)
+    ckpts = sorted(os.listdir(tmp_path / "checkpoints"))
+    assert ckpts == ["ckpt_000008.npz"]
+    meta, model, _, _ = Trainer.load_checkpoint(str(tmp_path / "checkpoints" / ckpts[0]))
+    assert all(np.all(np.isfinite(v)) for v in model.arrays().values())
+
+
+def test_interrupt_saves_a_checkpoint(tmp_path):
+    def on_step(it, trainer):
+        if it == 5:
+            os.kill(os.getpid(), signal.SIGINT)
+
+    _, summary, _ = run(tmp_path, tiny_config(), on_step=on_step)
+    assert summary["interrupted"] and summary["iterations"] == 5
+    assert "ckpt_000005.npz" in os.listdir(tmp_path / "checkpoints")
+
+
+def make_model(n, rng, log_scale):
+    model = GaussianModel.random(n, rng, sh_degree=1, dtype=np.float32)
+    model.log_scales[:] = log_scale
+    model.opacity_logits[:] = 0.0
+    return model
+
+
+def test_densify_rules():
+    rng = np.random.default_rng()
+    cfg = DensifyConfig()
+    extent = 2.0
+    small = make_model(4, rng, np.log(0.005))   # ≤ 0.01·extent: clone
+    large = make_model(4, rng, np.log(0.05))    # > 0.01·extent: split
+    model = GaussianModel.concatenate([small, large])
+    model.opacity_logits[3] = -10.0             # transparent: pruned
+    stats = DensifyStats.zeros(8)
+    stats.denom[:] = 2
+    stats.grad_accum[[0, 1, 4, 5]] = 2 * 3e-4   # above 2e-4 on average
+    stats.grad_accum[[2, 6]] = 2 * 1e-4         # below
+    adam = AdamState.zeros_for(model)
+    adam.m.means[:] = 1.0
+    out, out_adam, out_stats, report = densify_and_prune(model, adam, stats, cfg, extent, False, rng)
+    assert (report.cloned, report.split, report.pruned) == (2, 2, 1)
+    assert len(out) == 8 + 2 + 2 * 2 - 2 - 1 == len(out_adam) == len(out_stats.denom)
+    # split children have scale / 1.6 and sit around their parent
+    children = out.subset(slice(len(out) - 4, None))
+    np.testing.assert_allclose(np.exp(children.log_scales), 0.05 / 1.6, rtol=1e-5)
+    parents = model.means[[4, 5, 4, 5]]  # samples are stacked sample-major: (s0 p4, s0 p5, s1 p4, s1 p5)
+    assert np.all(np.linalg.norm(children.means - parents, axis=1) < 6 * 0.05)
+    # new Gaussians start with zero moments, survivors keep theirs
+    assert np.all(out_adam.m.means[:len(out) - 6] == 1.0) and np.all(out_adam.m.means[-6:] == 0.0)
+    assert np.all(out_stats.grad_accum == 0)
+
+
+def test_densify_prunes_large_after_reset_and_resets_opacity():
+    rng = np.random.default_rng()
+    cfg = DensifyConfig()
+    model = make_model(3, rng, np.log(0.01))
+    model.log_scales[0] = np.log(0.5)           # > 0.1·extent in the world
+    stats = DensifyStats.zeros(3)
+    stats.max_radii[1] = 25                     # > 20 px on screen
+    adam = AdamState.zeros_for(model)
+    out, _, _, report = densify_and_prune(model, adam, stats, cfg, 2.0, True, rng)
+    assert len(out) == 1 and report.pruned == 2
+    adam = AdamState.zeros_for(out)
+    adam.m.opacity_logits[:] = 3.0
+    reset_opacity(out, adam, 0.01)
+    np.testing.assert_allclose(out.opacities, 0.01, rtol=1e-4)
+    assert np.all(adam.m.opacity_logits == 0)
+
+
+def test_train_command_end_to_end(tmp_path):
+    out = tmp_path / "run"
+    result = CliRunner().invoke(main, ["train", "--preset", "smoke", "--iters", "6", "-r", "8",
+                                       "--eval", "--device", "cpu", "--out", str(out)])
+    assert result.exit_code == 0, result.output
+    assert "Results in" in result.output
+    assert (out / "point_cloud" / "iteration_6" / "point_cloud.ply").exists()
+    assert (out / "metrics.json").exists() and (out / "train.log").exists()
+
+
+@pytest.mark.parametrize("args, message", [
+    (["train", "/nonexistent/scene"], "does not exist"),
+    (["train", "--eval-at", "x"], "comma-separated"),
+])
+def test_train_bad_input(args, message, tmp_path):
+    result = CliRunner().invoke(main, args + ["--out", str(tmp_path), "--device", "cpu", "--iters", "2"])
+    assert result.exit_code != 0 and "Traceback" not in result.output
+    assert message in result.output.lower() or message in result.output, result.output
