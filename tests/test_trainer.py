@@ -190,3 +190,18 @@ def test_train_bad_input(args, message, tmp_path):
     result = CliRunner().invoke(main, args + ["--out", str(tmp_path), "--device", "cpu", "--iters", "2"])
     assert result.exit_code != 0 and "Traceback" not in result.output
     assert message in result.output.lower() or message in result.output, result.output
+
+
+def test_eval_command_re_evaluates_a_run(tmp_path):
+    out = tmp_path / "run"
+    runner = CliRunner()
+    result = runner.invoke(main, ["train", "--preset", "smoke", "--iters", "4", "-r", "8", "--eval",
+                                  "--device", "cpu", "--out", str(out)])
+    assert result.exit_code == 0, result.output
+    result = runner.invoke(main, ["eval", str(out), "--device", "cpu"])
+    assert result.exit_code == 0, result.output
+    metrics = json.loads((out / "metrics.json").read_text())
+    # re-evaluating the saved PLY gives the numbers the trainer measured at the same step
+    assert metrics["eval_iteration_4"]["mean"]["psnr"] == pytest.approx(metrics["iteration_4"]["mean"]["psnr"], abs=0.05)
+    result = runner.invoke(main, ["eval", str(tmp_path / "nothing")])
+    assert result.exit_code != 0 and "training output folder" in result.output

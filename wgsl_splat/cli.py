@@ -15,7 +15,21 @@ class UserError(click.ClickException):
     """A problem with the user's input: printed as one clear line, exit code 1, no traceback."""
 
 
-@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+class SplatGroup(click.Group):
+    """Turns GPU runtime errors (validation, lost device, out of memory) into one clear line."""
+
+    def invoke(self, ctx):
+        try:
+            return super().invoke(ctx)
+        except Exception as exc:  # noqa: BLE001 - only GpuError is converted, the rest re-raised
+            from .gpu.runtime import GpuError
+
+            if isinstance(exc, GpuError):
+                raise click.ClickException(f"GPU error: {exc}\n(--device cpu runs the NumPy path)") from None
+            raise
+
+
+@click.group(cls=SplatGroup, context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(package_name="wgsl_splat")
 def main() -> None:
     """3D Gaussian Splatting on WGSL compute shaders (wgpu), with a NumPy reference path."""
@@ -88,6 +102,26 @@ def train(data, out_dir, preset, iters, eval_split, resolution, device, adapter_
     commands.train(data, out_dir, preset, iters, eval_split, resolution, device, adapter_filter, sh_degree,
                    densify_from, densify_until, densify_every, densify_grad_threshold, white_background,
                    seed, resume, eval_at)
+
+
+@main.command("eval")
+@click.argument("out_dir", type=click.Path(file_okay=False))
+@click.option("--data", default=None, help="Scene path (default: the one recorded in OUT_DIR/cfg.json).")
+@click.option("--iteration", type=int, default=None, help="Which saved model (default: the latest).")
+@DEVICE_OPTION
+def eval_cmd(out_dir, data, iteration, device):
+    """Re-evaluate a finished training run on its held-out views: PSNR, SSIM, L1 into metrics.json."""
+    from . import commands
+
+    commands.evaluate(out_dir, data, iteration, device)
+
+
+@main.command()
+def devices():
+    """List the wgpu adapters (GPU and software) this machine offers."""
+    from . import commands
+
+    commands.devices()
 
 
 if __name__ == "__main__":  # pragma: no cover

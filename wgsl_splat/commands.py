@@ -37,14 +37,36 @@ def load_model(path) -> GaussianModel:
         raise UserError(f"{path}: {exc}") from None
 
 
-def make_renderer(device: str):
-    """A function (model, camera, background) -> (H,W,3) image on the chosen path, and its name."""
+def make_renderer(device: str, adapter_filter: str | None = None, echo=None):
+    """A function (model, camera, background) -> (H,W,3) image on the chosen path, and its name.
+    The GPU renderer keeps the model resident and re-uploads only when another model is passed."""
     from .reference import render as cpu_render
 
     def cpu(model, camera, background):
         return cpu_render(model, camera, background).image
 
-    return cpu, "cpu (NumPy reference)"
+    if device == "cpu":
+        return cpu, "cpu (NumPy reference)"
+    from .gpu.runtime import GpuError, select_device
+
+    try:
+        ctx = select_device(device, adapter_filter, echo=echo)
+    except GpuError as exc:
+        raise UserError(str(exc)) from None
+    if ctx is None:
+        return cpu, "cpu (NumPy reference)"
+    from .gpu.renderer import GpuRenderer
+
+    renderer = GpuRenderer(ctx)
+    uploaded = {"model": None}
+
+    def gpu(model, camera, background):
+        if uploaded["model"] is not model:
+            renderer.upload_model(model)
+            uploaded["model"] = model
+        return renderer.render(camera, background)
+
+    return gpu, f"gpu ({ctx.name})"
 
 
 def render(model_path, data, camera_json, out_dir, background, limit, device) -> None:
@@ -67,7 +89,7 @@ def render(model_path, data, camera_json, out_dir, background, limit, device) ->
         model = GaussianModel.from_points(scene.points, scene.colors, sh_degree=0)
     if limit is not None:
         cameras = cameras[:limit]
-    render_fn, path_name = make_renderer(device)
+    render_fn, path_name = make_renderer(device, echo=click.echo)
     os.makedirs(out_dir, exist_ok=True)
     times = []
     for i, cam in enumerate(cameras):
@@ -163,7 +185,9 @@ def train(data, out_dir, preset, iters, eval_split, resolution, device, adapter_
     factory, path_name = make_step_factory(device, adapter_filter, click.echo)
     click.echo(f"Training {len(dataset.train_indices)} views ({len(dataset.test_indices)} held out) "
                f"for {cfg.iters} steps on {path_name} -> {out_dir}")
-    trainer = Trainer(dataset, cfg, out_dir, factory, log=click.echo)
+    run_info = dict(data=data if data == "default" else os.path.abspath(data), resolution=resolution,
+                    eval_split=eval_split, device=path_name)
+    trainer = Trainer(dataset, cfg, out_dir, factory, log=click.echo, run_info=run_info)
     bar = click.progressbar(length=cfg.iters, label="training", show_eta=True, show_pos=True,
                             item_show_func=lambda s: s, file=None)
     state = {"done": 0, "t0": time.perf_counter()}
@@ -185,3 +209,67 @@ def train(data, out_dir, preset, iters, eval_split, resolution, device, adapter_
     last = summary["iterations"]
     click.echo(f"Results in {out_dir}: point_cloud/iteration_{last}/point_cloud.ply, metrics.json, "
                f"train.log, checkpoints/")
+
+
+def latest_ply(out_dir: str) -> tuple[int, str]:
+    base = os.path.join(out_dir, "point_cloud")
+    found = []
+    if os.path.isdir(base):
+        for d in os.listdir(base):
+            if d.startswith("iteration_") and d[10:].isdigit():
+                p = os.path.join(base, d, "point_cloud.ply")
+                if os.path.isfile(p):
+                    found.append((int(d[10:]), p))
+    if not found:
+        raise UserError(f"no point_cloud/iteration_*/point_cloud.ply in {out_dir}: is it a training output folder?")
+    return max(found)
+
+
+def evaluate(out_dir: str, data: str | None, iteration: int | None, device: str) -> None:
+    """Re-evaluate a finished run on its held-out views (same data, resolution and split)."""
+    import click
+
+    from .atomic_io import write_json
+    from .trainer import evaluate_views
+
+    cfg_path = os.path.join(out_dir, "cfg.json")
+    if not os.path.isfile(cfg_path):
+        raise UserError(f"{out_dir} has no cfg.json: is it a training output folder?")
+    with open(cfg_path) as f:
+        cfg = json.load(f)
+    run = cfg.get("run", {})
+    data = data or run.get("data")
+    if data is None:
+        raise UserError("cfg.json does not record the data path: pass --data")
+    if iteration is None:
+        iteration, ply_path = latest_ply(out_dir)
+    else:
+        ply_path = os.path.join(out_dir, "point_cloud", f"iteration_{iteration}", "point_cloud.ply")
+    model = load_model(ply_path)
+    background = tuple(cfg.get("background", (0.0, 0.0, 0.0)))
+    dataset = load_training_data(data, run.get("resolution", 1), run.get("eval_split", True), background)
+    render_fn, path_name = make_renderer(device, echo=click.echo)
+    result = evaluate_views(dataset, lambda cam: render_fn(model, cam, background), out_dir, iteration)
+    result["num_gaussians"] = len(model)
+    metrics_path = os.path.join(out_dir, "metrics.json")
+    metrics = {}
+    if os.path.isfile(metrics_path):
+        with open(metrics_path) as f:
+            metrics = json.load(f)
+    metrics[f"eval_iteration_{iteration}"] = result
+    write_json(metrics_path, metrics)
+    click.echo(result["line"] + f" ({path_name}; written to {metrics_path})")
+
+
+def devices() -> None:
+    import click
+
+    from .gpu.runtime import adapter_summary, list_adapters
+
+    adapters = list_adapters()
+    if not adapters:
+        click.echo("No wgpu adapter found: training and rendering use the NumPy CPU path. On Linux "
+                   "without a GPU, install Mesa's lavapipe (Debian: mesa-vulkan-drivers).")
+        return
+    for i, adapter in enumerate(adapters):
+        click.echo(f"[{i}] {adapter_summary(adapter)}")

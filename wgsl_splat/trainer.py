@@ -72,9 +72,39 @@ def scene_extent(dataset) -> float:
     return extent
 
 
+def evaluate_views(dataset, render_fn, out_dir: str, iteration: int) -> dict:
+    """PSNR / SSIM / L1 on the test views (or up to 5 training views when there is no split), one
+    view at a time (never all images resident); renders saved as PNG under ``out_dir/<split>/``."""
+    from .reference.loss import l1, psnr, ssim
+
+    t0 = time.perf_counter()
+    split = "test" if dataset.test_indices else "train"
+    views = dataset.test_indices or dataset.train_indices[:: max(1, len(dataset.train_indices) // 5)][:5]
+    out = os.path.join(out_dir, split, f"iteration_{iteration}")
+    os.makedirs(out, exist_ok=True)
+    per_view = {}
+    for i in views:
+        cam = dataset.cameras[i]
+        gt = dataset.load_image(i)
+        img = np.clip(render_fn(cam), 0.0, 1.0)
+        name = cam.name or f"view_{i:03d}"
+        per_view[name] = dict(psnr=psnr(img, gt), ssim=ssim(img.astype(np.float64), gt.astype(np.float64)),
+                              l1=l1(img, gt))
+        save_png(os.path.join(out, os.path.splitext(name.replace(os.sep, "_"))[0] + ".png"), img)
+    mean = {k: float(np.mean([v[k] for v in per_view.values()])) for k in ("psnr", "ssim", "l1")}
+    line = (f"eval @ {iteration} on {len(views)} {split} views: PSNR {mean['psnr']:.2f} dB, "
+            f"SSIM {mean['ssim']:.4f}, L1 {mean['l1']:.4f}")
+    return dict(split=split, views=len(views), mean=mean, per_view=per_view, lpips=None,
+                lpips_note="LPIPS needs the optional 'lpips' package with its weights; not computed",
+                seconds=time.perf_counter() - t0, line=line)
+
+
 class Trainer:
-    def __init__(self, dataset, cfg: TrainConfig, out_dir: str, step_factory, log=print):
-        """``step_factory(model, optim_config, background, lambda_dssim, adam) -> TrainStep``."""
+    def __init__(self, dataset, cfg: TrainConfig, out_dir: str, step_factory, log=print,
+                 run_info: dict | None = None):
+        """``step_factory(model, optim_config, background, lambda_dssim, adam) -> TrainStep``;
+        ``run_info`` (data path, resolution, split, device) is recorded in cfg.json for ``eval``."""
+        self.run_info = dict(run_info or {})
         self.dataset = dataset
         self.cfg = cfg
         self.out_dir = out_dir
@@ -173,32 +203,12 @@ class Trainer:
         return path
 
     def evaluate(self, iteration: int) -> dict:
-        """PSNR / SSIM / L1 on the test views (or a few training views when there is no split),
-        one view at a time; renders saved as PNG."""
-        from .reference.loss import l1, psnr, ssim
-
-        t0 = time.perf_counter()
-        split = "test" if self.dataset.test_indices else "train"
-        views = self.dataset.test_indices or self.dataset.train_indices[:: max(1, len(self.dataset.train_indices) // 5)][:5]
-        out = os.path.join(self.out_dir, split, f"iteration_{iteration}")
-        os.makedirs(out, exist_ok=True)
-        per_view = {}
-        for i in views:
-            cam = self.dataset.cameras[i]
-            gt = self.dataset.load_image(i)
-            img = np.clip(self.step.render(cam, self.active_sh_degree(iteration)), 0.0, 1.0)
-            name = cam.name or f"view_{i:03d}"
-            per_view[name] = dict(psnr=psnr(img, gt), ssim=ssim(img.astype(np.float64), gt.astype(np.float64)),
-                                  l1=l1(img, gt))
-            save_png(os.path.join(out, os.path.splitext(name)[0] + ".png"), img)
-        mean = {k: float(np.mean([v[k] for v in per_view.values()])) for k in ("psnr", "ssim", "l1")}
-        result = dict(split=split, views=len(views), mean=mean, per_view=per_view,
-                      num_gaussians=self.step.num_gaussians, lpips=None,
-                      seconds=time.perf_counter() - t0)
+        result = evaluate_views(self.dataset, lambda cam: self.step.render(cam, self.active_sh_degree(iteration)),
+                                self.out_dir, iteration)
+        result["num_gaussians"] = self.step.num_gaussians
         self.metrics[f"iteration_{iteration}"] = result
         write_json(os.path.join(self.out_dir, "metrics.json"), self.metrics)
-        self.log(f"eval @ {iteration} on {len(views)} {split} views: PSNR {mean['psnr']:.2f} dB, "
-                 f"SSIM {mean['ssim']:.4f}, L1 {mean['l1']:.4f}")
+        self.log(result["line"])
         return result
 
     # -- the loop -----------------------------------------------------------------------------------
@@ -227,6 +237,7 @@ class Trainer:
         self.step: TrainStep = self.step_factory(model, optim, cfg.background, cfg.lambda_dssim, adam)
         self.step.set_state(model, adam, stats)
         write_json(os.path.join(self.out_dir, "cfg.json"), dict(cfg.to_dict(), extent=self.extent,
+                                                                run=self.run_info,
                                                                 dataset_notes=list(self.dataset.notes)))
         return start
 
