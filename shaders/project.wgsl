@@ -26,6 +26,11 @@ fn quat_to_rotmat(q: vec4<f32>) -> mat3x3<f32> {
         vec3<f32>(2.0 * (x * z + w * y), 2.0 * (y * z - w * x), 1.0 - 2.0 * (x * x + y * y)));
 }
 
+fn sh_coeff(base: u32, c: u32) -> vec3<f32> {
+    let o = base + 3u * c;
+    return vec3<f32>(params[o], params[o + 1u], params[o + 2u]);
+}
+
 @compute @workgroup_size(256)
 fn project(@builtin(local_invocation_index) lid: u32,
            @builtin(workgroup_id) wid: vec3<u32>,
@@ -54,15 +59,27 @@ fn project(@builtin(local_invocation_index) lid: u32,
     // View-dependent colour (computed for every splat so that the backward pass can rely on it).
     let dir = normalize(mean - rp.cam_pos.xyz);
     let k = rp.model.y;
+    let deg = min(min(rp.model.z, 3u), u32(sqrt(f32(k))) - 1u);
+    let base = rp.offs.w + i * k * 3u;
     var basis: array<f32, 16>;
     sh_basis(dir, &basis);
-    let deg = min(rp.model.z, 3u);
-    let n_coeffs = min((deg + 1u) * (deg + 1u), k);
-    let sh_base = rp.offs.w + i * k * 3u;
-    var raw = vec3<f32>(0.5);
-    for (var c = 0u; c < n_coeffs; c = c + 1u) {
-        let o = sh_base + 3u * c;
-        raw = raw + basis[c] * vec3<f32>(params[o], params[o + 1u], params[o + 2u]);
+    // Constant indices (unrolled by degree): dynamic indexing of a private array is very slow on
+    // CPU drivers such as lavapipe.
+    var raw = vec3<f32>(0.5) + basis[0] * sh_coeff(base, 0u);
+    if (deg >= 1u) {
+        raw = raw + basis[1] * sh_coeff(base, 1u) + basis[2] * sh_coeff(base, 2u)
+                  + basis[3] * sh_coeff(base, 3u);
+    }
+    if (deg >= 2u) {
+        raw = raw + basis[4] * sh_coeff(base, 4u) + basis[5] * sh_coeff(base, 5u)
+                  + basis[6] * sh_coeff(base, 6u) + basis[7] * sh_coeff(base, 7u)
+                  + basis[8] * sh_coeff(base, 8u);
+    }
+    if (deg >= 3u) {
+        raw = raw + basis[9] * sh_coeff(base, 9u) + basis[10] * sh_coeff(base, 10u)
+                  + basis[11] * sh_coeff(base, 11u) + basis[12] * sh_coeff(base, 12u)
+                  + basis[13] * sh_coeff(base, 13u) + basis[14] * sh_coeff(base, 14u)
+                  + basis[15] * sh_coeff(base, 15u);
     }
     s.color = max(raw, vec3<f32>(0.0));
     s.flags = select(0u, 1u, raw.x < 0.0) | select(0u, 2u, raw.y < 0.0) | select(0u, 4u, raw.z < 0.0);

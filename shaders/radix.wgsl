@@ -20,7 +20,7 @@ struct RadixStage {
     pad2: u32,
 }
 
-const MAX_BINS: u32 = 256u;
+const MAX_BINS: u32 = {{MAX_BINS}}u;   // 1 << max digit bits, chosen by the host
 const RADIX_WG: u32 = 64u;
 
 @group(0) @binding(0) var<storage, read> keys_in: array<u32>;

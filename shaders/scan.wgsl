@@ -1,26 +1,32 @@
-// Stage 2: exclusive prefix sum of the per-chunk tile counts (one workgroup), and the counters
-// every later stage reads instead of asking the host:
-//   counters[0] = total intersections, counters[1] = min(total, capacity),
-//   counters[3] = 1 if total > capacity (the host grows the buffers and renders again).
-// The number of chunks T is small (a few hundred to a few thousand), so one workgroup suffices.
+// Stage 2: exclusive prefix sum of the (tile, chunk) counts of emit.wgsl (one workgroup), giving
+//   - every chunk's first output position per tile (consumed by emit_keys),
+//   - ranges[tile] = [start, end) of the tile in the sorted intersection list (clamped to the
+//     capacity), used by rasterisation and the backward pass,
+//   - counters[0] = total intersections, counters[1] = min(total, capacity),
+//     counters[3] = 1 if total > capacity (the host grows the buffers and renders again).
 
 #include "common.wgsl"
 
 @group(0) @binding(0) var<uniform> rp: RenderParams;
-@group(0) @binding(1) var<storage, read_write> chunk: array<u32>;
-@group(0) @binding(2) var<storage, read_write> counters: array<u32>;
+@group(0) @binding(1) var<storage, read_write> table: array<u32>;
+@group(0) @binding(2) var<storage, read_write> ranges: array<vec2<u32>>;
+@group(0) @binding(3) var<storage, read_write> counters: array<u32>;
 
 var<workgroup> partial: array<u32, 256>;
+var<workgroup> s_total: u32;
 
 @compute @workgroup_size(256)
 fn scan_counts(@builtin(local_invocation_index) lid: u32) {
-    let len = rp.grid.z;
+    let nt = rp.grid.z;
+    let num_tiles = rp.img.z * rp.img.w;
+    let len = select(0u, num_tiles * nt, nt > 0u);
+    let cap = rp.model.w;
     let seg = (len + 255u) / 256u;
     let s = min(lid * seg, len);
     let e = min(s + seg, len);
     var sum = 0u;
     for (var i = s; i < e; i = i + 1u) {
-        sum = sum + chunk[i];
+        sum = sum + table[i];
     }
     partial[lid] = sum;
     workgroupBarrier();
@@ -31,7 +37,7 @@ fn scan_counts(@builtin(local_invocation_index) lid: u32) {
             partial[k] = run;
             run = run + v;
         }
-        let cap = rp.model.w;
+        s_total = run;
         counters[0] = run;
         counters[1] = min(run, cap);
         counters[2] = 0u;
@@ -40,8 +46,23 @@ fn scan_counts(@builtin(local_invocation_index) lid: u32) {
     workgroupBarrier();
     var run = partial[lid];
     for (var i = s; i < e; i = i + 1u) {
-        let v = chunk[i];
-        chunk[i] = run;
+        let v = table[i];
+        table[i] = run;
+        if (i % nt == 0u) {
+            let t = i / nt;
+            ranges[t].x = min(run, cap);
+            if (t > 0u) {
+                ranges[t - 1u].y = min(run, cap);
+            }
+        }
         run = run + v;
+    }
+    if (nt == 0u) {
+        // No splats: every tile is empty.
+        for (var t = lid; t < num_tiles; t = t + 256u) {
+            ranges[t] = vec2<u32>(0u);
+        }
+    } else if (lid == 0u && num_tiles > 0u) {
+        ranges[num_tiles - 1u].y = min(s_total, cap);
     }
 }

@@ -1,19 +1,20 @@
 """The forward pipeline on the GPU: one command encoder and one submit per render.
 
-Per render (all in one compute pass; wgpu inserts the barriers between dispatches):
+Per render (all in one compute pass; wgpu inserts the barriers between dispatches), 17 dispatches:
 
-1. ``project.wgsl``   project + EWA + SH colour per Gaussian; seeds the depth sort   (1 dispatch)
-2. ``radix.wgsl``     stable radix sort of the splats by depth (f32 bits, 4 x 8 bits)  (12)
-3. ``emit.wgsl``      per-chunk tile counts in depth order                              (1)
-4. ``scan.wgsl``      prefix sum of the counts + the intersection counters             (1)
-5. ``emit.wgsl``      intersections (tile id, splat id) written in depth order          (1)
-6. ``radix.wgsl``     stable radix sort by tile id (ceil(log2 tiles) bits, 1-2 passes)  (3-6)
-7. ``raster.wgsl``    per tile: range by binary search, front-to-back compositing       (1)
+1. ``project.wgsl``  project + EWA + SH colour per Gaussian; seeds the depth sort    (1 dispatch)
+2. ``radix.wgsl``    stable radix sort of the N splats by depth (f32 bits, 4 x 8 bits)  (12)
+3. ``emit.wgsl``     per (tile, chunk of depth-sorted splats) intersection counts       (1)
+4. ``scan.wgsl``     prefix sum of those counts -> offsets, tile ranges, counters        (1)
+5. ``emit.wgsl``     splat ids written straight to their sorted position                 (1)
+6. ``raster.wgsl``   one workgroup per 16x16 tile, front-to-back compositing             (1)
 
-Sorting by depth first and then *stably* by tile gives the reference's order (tile, depth, index)
-while the expensive intersection sort only looks at the tile bits. (A bitonic sort of the 64-bit
-(tile, depth) key is in sort.py for comparison: it measured 10-20x slower on lavapipe, see
-docs/benchmarks.md.)
+The sort of the intersections by (tile, depth) is thus a stable depth sort of the N splats
+followed by a counting sort by tile of the intersections emitted in depth order (stages 3-5):
+the intersections themselves are never sorted. Alternatives measured on lavapipe (see
+docs/benchmarks.md): a bitonic sort of the (tile, depth, id) key (sort.py, ``BitonicSorter``) was
+10-20x slower than a radix sort, and the radix sort of the intersections by tile (two passes) cost
+more than the rest of the pipeline together.
 
 Intersection count and capacity. Buffers of intersections are sized by a capacity; the count is
 computed on the GPU and every later stage reads it from the ``counters`` buffer, so steady-state
@@ -57,9 +58,12 @@ class GpuRenderer:
     Pool buffer names (see :attr:`buffer_names`) are stable so that the backward pass can bind them:
     ``params`` (flat float32: means 3N | log_scales 3N | quats 4N | opacity logits N | sh N*K*3),
     ``splats`` (Splat2D per Gaussian), ``radii`` (i32), ``rects`` (vec4<u32>), the depth-sorted ids,
-    the tile-sorted intersections (tile ids and splat ids), ``ranges`` (vec2<u32> per tile),
-    ``image`` (H*W*3 f32), ``final_t`` (H*W f32), ``last_contrib`` (H*W u32), ``counters``.
+    ``isect_ids`` (splat id of each intersection in (tile, depth) order), ``ranges`` (vec2<u32>
+    [start, end) per tile), ``image`` (H*W*3 f32), ``final_t`` (H*W f32), ``last_contrib``
+    (H*W u32), ``counters`` (u32: total intersections, min(total, capacity), 0, overflow, N).
     """
+
+    TABLE_MAX = 1 << 21    # entries of the (tile, chunk) count table (8 MiB)
 
     def __init__(self, ctx: GpuContext, *, pool: BufferPool | None = None,
                  lib: ShaderLibrary | None = None, threads: int | None = None,
@@ -73,7 +77,7 @@ class GpuRenderer:
             threads = 256 if ctx.adapter_type == "CPU" else 4096
         self.threads = int(threads)
         self.depth_sort = RadixSorter(self.lib, self.pool, "depth", threads=self.threads)
-        self.tile_sort = RadixSorter(self.lib, self.pool, "isect", threads=self.threads)
+        self.chunks = 0
         self.num = 0
         self.sh_coeffs = 1
         self.sh_degree = 0
@@ -89,7 +93,6 @@ class GpuRenderer:
         self.redos = 0
         self.pool.get("render_params", PARAMS_BYTES, _uniform_usage())
         self.pool.get("counters", COUNTERS_BYTES)
-        self.pool.get("chunk", 4 * self.threads)
         self._project = self.lib.module("project")
         self._emit = self.lib.module("emit")
         self._scan = self.lib.module("scan")
@@ -115,8 +118,8 @@ class GpuRenderer:
         self.pool.get("rects", 16 * m)
         self.depth_sort.configure(m, 32, count_slot=4)
         if self.capacity == 0:
-            cap = self._initial_capacity or max(MIN_CAPACITY, 4 * n)
-            self._set_capacity(cap)
+            self._set_capacity(self._initial_capacity or max(MIN_CAPACITY, 4 * n))
+        self._configure_chunks()
         self._check_next = True
 
     @property
@@ -125,14 +128,16 @@ class GpuRenderer:
 
     # -- sizing -------------------------------------------------------------------------------------
     def _set_capacity(self, capacity: int) -> None:
-        capacity = int(-(-int(capacity) // 1024) * 1024)
-        self.capacity = capacity
-        self._configure_tile_sort()
+        self.capacity = int(-(-int(capacity) // 1024) * 1024)
+        self.pool.get("isect_ids", 4 * self.capacity)
 
-    def _configure_tile_sort(self) -> None:
+    def _configure_chunks(self) -> None:
+        """Chunks of depth-sorted splats per emission thread: at least 16 splats per chunk, and a
+        (tiles x chunks) table of at most TABLE_MAX entries."""
         tiles = max(1, self.tiles_x * self.tiles_y)
-        bits = max(1, (tiles - 1).bit_length())
-        self.tile_sort.configure(max(self.capacity, 1), bits, count_slot=1)
+        chunks = max(1, min(self.threads, -(-self.num // 16), self.TABLE_MAX // tiles))
+        self.chunks = chunks if self.num else 0
+        self.pool.get("emit_table", 4 * tiles * max(chunks, 1))
 
     def _ensure_image(self, width: int, height: int) -> None:
         if (width, height) == (self.width, self.height):
@@ -147,7 +152,7 @@ class GpuRenderer:
         self.pool.get("final_t", 4 * px)
         self.pool.get("last_contrib", 4 * px)
         self.pool.get("ranges", 8 * self.tiles_x * self.tiles_y)
-        self._configure_tile_sort()
+        self._configure_chunks()
         self._check_next = True
 
     def ensure_capacity(self, intersections: int) -> None:
@@ -167,18 +172,17 @@ class GpuRenderer:
         f[24:27] = background
         u[28:32] = (camera.width, camera.height, self.tiles_x, self.tiles_y)
         deg = self.sh_degree if active_sh_degree is None else min(int(active_sh_degree), self.sh_degree)
-        u[32:36] = (self.num, self.sh_coeffs, deg, self.capacity)
+        u[32:36] = (self.num, self.sh_coeffs, max(deg, 0), self.capacity)
         u[36:40] = self.offsets
-        u[40:44] = (0, 0, self.threads if self.num else 0, 0)
+        u[40:44] = (0, 0, self.chunks, 0)
         self.pool.write("render_params", f)
 
     # -- encoding -----------------------------------------------------------------------------------
     @property
     def buffer_names(self) -> dict[str, str]:
-        dk, dv = self.depth_sort.result
-        tk, tv = self.tile_sort.result
+        _, dv = self.depth_sort.result
         return {"params": "params", "splats": "splats", "radii": "radii", "rects": "rects",
-                "depth_sorted_ids": dv, "isect_tiles": tk, "isect_ids": tv, "ranges": "ranges",
+                "depth_sorted_ids": dv, "isect_ids": "isect_ids", "ranges": "ranges",
                 "image": "image", "final_t": "final_t", "last_contrib": "last_contrib",
                 "counters": "counters", "render_params": "render_params"}
 
@@ -197,36 +201,32 @@ class GpuRenderer:
                 5: self.depth_sort.keys, 6: self.depth_sort.vals, 7: "counters"}))
             cpass.dispatch_workgroups(*grid_2d(-(-n // 256)))
             self.depth_sort.encode(cpass, "counters")
-        _, sorted_ids = self.depth_sort.result
-        tk, tv = self.tile_sort.keys, self.tile_sort.vals
-        emit_bg = pool.bind_group(self._emit, 0, {0: "render_params", 1: "rects", 2: sorted_ids,
-                                                  3: "chunk", 4: tk, 5: tv})
-        chunk_groups = grid_2d(-(-self.threads // 64))
-        if n:
+            _, sorted_ids = self.depth_sort.result
+            emit_bg = pool.bind_group(self._emit, 0, {0: "render_params", 1: "rects",
+                                                      2: sorted_ids, 3: "emit_table",
+                                                      4: "isect_ids"})
             cpass.set_bind_group(0, emit_bg)
             cpass.set_pipeline(self._emit.pipeline("emit_count"))
-            cpass.dispatch_workgroups(*chunk_groups)
+            cpass.dispatch_workgroups(*grid_2d(-(-self.chunks // 64)))
         cpass.set_pipeline(self._scan.pipeline("scan_counts"))
         cpass.set_bind_group(0, pool.bind_group(self._scan, 0, {
-            0: "render_params", 1: "chunk", 2: "counters"}))
+            0: "render_params", 1: "emit_table", 2: "ranges", 3: "counters"}))
         cpass.dispatch_workgroups(1)
         if n:
             cpass.set_pipeline(self._emit.pipeline("emit_keys"))
             cpass.set_bind_group(0, emit_bg)
-            cpass.dispatch_workgroups(*chunk_groups)
-        self.tile_sort.encode(cpass, "counters")
-        rk, rv = self.tile_sort.result
+            cpass.dispatch_workgroups(*grid_2d(-(-self.chunks // 64)))
         cpass.set_pipeline(self._raster.pipeline("rasterize"))
         cpass.set_bind_group(0, pool.bind_group(self._raster, 0, {
-            0: "render_params", 1: "splats", 2: rk, 3: rv, 4: "counters", 5: "image",
-            6: "final_t", 7: "last_contrib", 8: "ranges"}))
+            0: "render_params", 1: "splats", 2: "isect_ids", 3: "ranges", 4: "image",
+            5: "final_t", 6: "last_contrib"}))
         cpass.dispatch_workgroups(self.tiles_x, self.tiles_y)
 
     @property
     def dispatches_per_render(self) -> int:
-        n = 1 if self.num else 0
-        return (n + (self.depth_sort.num_dispatches if n else 0) + 2 * n + 1
-                + self.tile_sort.num_dispatches + 1)
+        if not self.num:
+            return 2
+        return 1 + self.depth_sort.num_dispatches + 3 + 1
 
     # -- render -------------------------------------------------------------------------------------
     def render(self, camera: Camera, background=(0.0, 0.0, 0.0), readback: bool = True,
@@ -244,7 +244,7 @@ class GpuRenderer:
             check = readback or self._check_next
             self._write_params(camera, background, active_sh_degree)
             img_bytes = 12 * self.width * self.height
-            img_slot = -(-img_bytes // 256) * 256
+            img_slot = -(-img_bytes // 256) * 256 if readback else 0
             with self.ctx.guard("encoding and submitting the forward render"):
                 staging = self.pool.staging(img_slot + COUNTERS_BYTES) if check else None
                 enc = self.ctx.device.create_command_encoder(label="forward")
@@ -261,8 +261,7 @@ class GpuRenderer:
             if not check:
                 return None
             data = self.pool.map_staging(img_slot + COUNTERS_BYTES)
-            counters = np.frombuffer(data, np.uint32, 8, img_slot)
-            total = int(counters[0])
+            total = int(np.frombuffer(data, np.uint32, 1, img_slot)[0])
             self.last_count = total
             self._check_next = False
             self.overflowed = total > self.capacity
@@ -278,7 +277,7 @@ class GpuRenderer:
     def check_capacity(self) -> bool:
         """Read the counters of the last render (16 bytes); grow if it overflowed.
 
-        Returns True when the last render was complete (no intersections dropped).
+        Returns True when the last render was complete (no intersection dropped).
         """
         c = self.pool.read_array("counters", np.uint32, 4)
         total = int(c[0])
@@ -308,14 +307,16 @@ class GpuRenderer:
         h, w = self.height, self.width
         count = min(self.intersection_count(), self.capacity)
         names = self.buffer_names
+        ranges = self.pool.read_array("ranges", np.uint32, 2 * self.tiles_x * self.tiles_y)
+        ranges = ranges.reshape(-1, 2).astype(np.int64)
+        tiles = np.repeat(np.arange(len(ranges)), ranges[:, 1] - ranges[:, 0])
         return {
             "final_T": self.pool.read_array("final_t", np.float32, h * w).reshape(h, w),
             "last_contrib": self.pool.read_array("last_contrib", np.uint32, h * w).reshape(h, w)
             .astype(np.int32),
-            "ranges": self.pool.read_array("ranges", np.uint32, 2 * self.tiles_x * self.tiles_y)
-            .reshape(-1, 2),
-            "isect_tiles": self.pool.read_array(names["isect_tiles"], np.uint32, count),
-            "isect_ids": self.pool.read_array(names["isect_ids"], np.uint32, count),
+            "ranges": ranges,
+            "isect_tiles": tiles,
+            "isect_ids": self.pool.read_array("isect_ids", np.uint32, count).astype(np.int64),
             "depth_sorted_ids": self.pool.read_array(names["depth_sorted_ids"], np.uint32, self.num),
             "image": self.pool.read_array("image", np.float32, 3 * h * w).reshape(h, w, 3),
         }

@@ -163,13 +163,15 @@ class RadixSorter:
     """
 
     def __init__(self, lib: ShaderLibrary, pool: BufferPool, name: str, *, threads: int = 256,
-                 max_bits: int = RADIX_MAX_BITS) -> None:
+                 max_bits: int = RADIX_MAX_BITS, items_per_bin: int = 4) -> None:
         self.lib = lib
         self.pool = pool
         self.name = name
-        self.threads = int(threads)
+        self.max_threads = int(threads)
+        self.threads = 1
         self.max_bits = max_bits
-        self.module = lib.module("radix")
+        self.items_per_bin = items_per_bin
+        self.module = lib.module("radix", {"MAX_BINS": 1 << max_bits})
         self.keys, self.vals = f"{name}_keys", f"{name}_vals"
         self.keys_tmp, self.vals_tmp = f"{name}_keys_tmp", f"{name}_vals_tmp"
         self.table = f"{name}_table"
@@ -178,20 +180,28 @@ class RadixSorter:
         self.passes: list[tuple[int, int]] = []
 
     def configure(self, capacity: int, key_bits: int, count_slot: int) -> None:
-        """Size the buffers for ``capacity`` elements and plan passes over ``key_bits`` bits."""
+        """Size the buffers for ``capacity`` elements and plan passes over ``key_bits`` bits.
+
+        The number of threads T (chunks) is chosen so that the (bins x T) table stays a fraction
+        of the data (each chunk has at least ``items_per_bin`` x bins elements at capacity): the
+        table costs a read and a write per entry in every pass whatever the element count.
+        """
         capacity = max(1, int(capacity))
         for n in (self.keys, self.vals, self.keys_tmp, self.vals_tmp):
             self.pool.get(n, 4 * capacity)
         passes = radix_passes(key_bits, self.max_bits)
-        config = (capacity, tuple(passes), count_slot)
+        bins = 1 << max(w for _, w in passes)
+        threads = max(1, min(self.max_threads, -(-capacity // (bins * self.items_per_bin))))
+        config = (capacity, tuple(passes), count_slot, threads)
         if config == self._config:
             return
         self._config = config
         self.passes = passes
-        self.pool.get(self.table, 4 * self.threads * (1 << max(w for _, w in passes)))
+        self.threads = threads
+        self.pool.get(self.table, 4 * threads * bins)
         slots = np.zeros((len(passes), STAGE_SLOT // 4), np.uint32)
         for i, (shift, w) in enumerate(passes):
-            slots[i, :5] = (shift, 1 << w, self.threads, count_slot, capacity)
+            slots[i, :5] = (shift, 1 << w, threads, count_slot, capacity)
         self.pool.get(self.stages, slots.nbytes, BitonicSorter._uniform_usage())
         self.pool.write(self.stages, slots)
 
@@ -230,14 +240,15 @@ class RadixSorter:
 
 def radix_sort_pairs(ctx, keys: np.ndarray, vals: np.ndarray, key_bits: int = 32, *,
                      lib: ShaderLibrary | None = None, pool: BufferPool | None = None,
-                     threads: int = 256, capacity: int | None = None):
+                     threads: int = 256, max_bits: int = RADIX_MAX_BITS,
+                     capacity: int | None = None):
     """Stable sort of u32 ``keys`` (and ``vals``) on the GPU; returns sorted copies (for tests)."""
     keys = np.ascontiguousarray(keys, np.uint32).ravel()
     vals = np.ascontiguousarray(vals, np.uint32).ravel()
     n = len(keys)
     lib = lib or ShaderLibrary(ctx)
     pool = pool or BufferPool(ctx)
-    sorter = RadixSorter(lib, pool, "test_radix", threads=threads)
+    sorter = RadixSorter(lib, pool, f"test_radix{max_bits}", threads=threads, max_bits=max_bits)
     sorter.configure(max(capacity or 0, n, 1), key_bits, count_slot=0)
     pool.get("test_radix_counters", 16)
     pool.write(sorter.keys, keys)
