@@ -1,0 +1,117 @@
+"""Device selection, shader loading (includes, defines, error locations) and error conversion."""
+
+from __future__ import annotations
+
+import logging
+
+import pytest
+
+from wgsl_splat.gpu import runtime
+from wgsl_splat.gpu.runtime import (GpuValidationError, NoAdapterError, OPTIONAL_FEATURES,
+                                    ShaderCompileError, select_device)
+from wgsl_splat.gpu.shaders import SHADER_DIR, ShaderLibrary, load_source
+
+
+def test_context_reports_adapter_and_features(gpu_ctx):
+    assert gpu_ctx.name and gpu_ctx.backend
+    assert gpu_ctx.describe().startswith("Using GPU adapter: ")
+    assert set(gpu_ctx.features) >= {f for f in OPTIONAL_FEATURES if f in gpu_ctx.adapter.features}
+    assert gpu_ctx.has_float_atomics == ("shader-float32-atomic" in gpu_ctx.features)
+    assert gpu_ctx.has_timestamps == ("timestamp-query" in gpu_ctx.features)
+    assert gpu_ctx.limits["max-compute-workgroup-storage-size"] >= 16384
+
+
+def test_cpu_kind_returns_none():
+    assert select_device("cpu") is None
+
+
+def test_select_device_logs_and_echoes_the_adapter(caplog):
+    lines = []
+    with caplog.at_level(logging.INFO, logger="wgsl_splat.gpu"):
+        ctx = select_device("auto", echo=lines.append)
+    assert ctx is not None
+    assert lines == [ctx.describe()]
+    assert any("Using GPU adapter:" in r.getMessage() for r in caplog.records)
+    ctx.close()
+
+
+def test_no_matching_adapter_fails_for_gpu_and_falls_back_for_auto(caplog):
+    with pytest.raises(NoAdapterError, match="--device gpu"):
+        select_device("gpu", adapter_filter="no-such-adapter-xyz")
+    lines = []
+    with caplog.at_level(logging.WARNING, logger="wgsl_splat.gpu"):
+        assert select_device("auto", adapter_filter="no-such-adapter-xyz", echo=lines.append) is None
+    assert lines and "falling back" in lines[0] and "NumPy" in lines[0]
+
+
+def test_adapter_filter_matches(gpu_ctx):
+    ctx = select_device("gpu", adapter_filter=gpu_ctx.name.split()[0].upper())
+    assert ctx.name == gpu_ctx.name
+    ctx.close()
+
+
+def test_features_can_be_restricted():
+    ctx = select_device("gpu", features=())
+    assert not ctx.has_float_atomics and not ctx.has_timestamps
+    ctx.close()
+
+
+def test_bad_kind():
+    with pytest.raises(ValueError):
+        select_device("tpu")
+
+
+def test_include_once_and_defines(tmp_path):
+    (tmp_path / "a.wgsl").write_text('#include "c.wgsl"\nconst A: u32 = {{N}}u;\n')
+    (tmp_path / "b.wgsl").write_text('#include "c.wgsl"\nconst B: u32 = 2u;\n')
+    (tmp_path / "c.wgsl").write_text("const C: u32 = 3u;\n")
+    (tmp_path / "main.wgsl").write_text('#include "a.wgsl"\n#include "b"\nconst M: u32 = 1u;\n')
+    src = load_source("main", {"N": 7}, shader_dir=tmp_path)
+    assert src.code.count("const C") == 1 and "const A: u32 = 7u;" in src.code
+    assert src.line_map[-1] == ("main.wgsl", 3)
+    with pytest.raises(KeyError, match="a.wgsl:2"):
+        load_source("main", {}, shader_dir=tmp_path)
+
+
+def test_compile_error_names_file_and_line(gpu_ctx, tmp_path):
+    (tmp_path / "inc.wgsl").write_text("const X: f32 = 1.0;\n\n")
+    (tmp_path / "broken.wgsl").write_text(
+        '#include "inc.wgsl"\n'
+        "@group(0) @binding(0) var<storage, read_write> b: array<f32>;\n"
+        "@compute @workgroup_size(64)\n"
+        "fn main(@builtin(global_invocation_id) g: vec3<u32>) {\n"
+        "    b[g.x] = X + undefined_name;\n"
+        "}\n")
+    lib = ShaderLibrary(gpu_ctx, shader_dir=tmp_path)
+    with pytest.raises(ShaderCompileError, match=r"shaders/broken\.wgsl:5"):
+        lib.module("broken")
+
+
+def test_validation_error_is_a_gpu_error(gpu_ctx):
+    import wgpu
+
+    with pytest.raises(GpuValidationError, match="while binding"):
+        with gpu_ctx.guard("binding"):
+            mod = ShaderLibrary(gpu_ctx).module("scan")
+            small = gpu_ctx.device.create_buffer(size=16, usage=wgpu.BufferUsage.STORAGE)
+            gpu_ctx.device.create_bind_group(layout=mod.layouts[0], entries=[
+                {"binding": 0, "resource": {"buffer": small}}])   # storage buffer as uniform
+
+
+def test_uncaptured_errors_are_raised_by_check(gpu_ctx):
+    gpu_ctx._pending_errors.append("something failed")
+    with pytest.raises(GpuValidationError, match="something failed"):
+        gpu_ctx.check()
+    gpu_ctx._lost_message = None
+
+
+def test_all_pipelines_compile(gpu_ctx):
+    lib = ShaderLibrary(gpu_ctx)
+    for name, entries in {"project": ["project"], "emit": ["emit_count", "emit_keys"],
+                          "scan": ["scan_counts"], "raster": ["rasterize"],
+                          "sort": ["sort_local", "sort_merge"]}.items():
+        for e in entries:
+            lib.pipeline(name, e)
+    assert lib.pipelines_created == 7
+    assert {p.name for p in SHADER_DIR.glob("*.wgsl")} >= {"common.wgsl", "raster.wgsl"}
+    assert runtime.convert_wgpu_error(ValueError("x"), "y") is None
