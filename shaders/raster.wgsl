@@ -1,14 +1,15 @@
 // Stage 6: tiled front-to-back rasterisation.
 //
-// One workgroup per 16x16 tile (dispatch tiles_x x tiles_y) of 64 threads; thread (x, y) owns the
-// four pixels (x, y + 4m), m = 0..3, and evaluates a splat for all four at once with vec4 math.
-// (Four pixels per thread amortise each splat's workgroup-memory load over four evaluations, and
-// the branch-free vec4 form runs well both on GPUs and on CPU drivers such as lavapipe, where a
-// per-pixel thread with data-dependent branches was 3-4x slower.)
+// One workgroup per 16x16 tile (dispatch tiles_x x tiles_y). Thread (x, y) of the workgroup owns
+// ROWS pixels of column x (rows y, y + 16/ROWS, ...) and evaluates each splat for all of them with
+// branch-free vec4 math: the splat's workgroup-memory load is shared by ROWS evaluations. ROWS is
+// 4 on GPUs (64 threads per tile) and 16 on CPU adapters such as lavapipe (16 threads per tile),
+// where a workgroup-memory load costs far more than the arithmetic (measured: one pixel per thread
+// was 8x slower, four pixels per thread 2x slower than sixteen).
 //
 // The tile's range in the sorted intersection list comes from scan.wgsl (ranges[tile]). Splats
-// are loaded in batches of 64 into workgroup memory (3 KiB); the workgroup
-// stops as soon as every pixel is done (T < 1e-4), a workgroup-uniform decision taken with
+// are loaded in batches of BATCH into workgroup memory (3 x 16 B per splat); the workgroup stops
+// as soon as every pixel is done (T < 1e-4), a workgroup-uniform decision taken with
 // workgroupUniformLoad. For the backward pass we keep final_T and last_contrib (1 + position
 // within the tile's range of the last composited splat, 0 if none).
 
@@ -22,17 +23,21 @@
 @group(0) @binding(5) var<storage, read_write> final_t: array<f32>;
 @group(0) @binding(6) var<storage, read_write> last_contrib: array<u32>;
 
-const RASTER_THREADS: u32 = 64u;
-const ROWS: u32 = 4u;               // pixel rows per thread (16 / 4 threads in y)
+const ROWS: u32 = {{ROWS}}u;                  // pixels per thread: 4, 8 or 16
+const GROUPS: u32 = ROWS / 4u;                // vec4 groups of pixels per thread
+const THREADS_Y: u32 = TILE_SIZE / ROWS;
+const THREADS: u32 = TILE_SIZE * THREADS_Y;
+const BATCH: u32 = {{BATCH}}u;                // splats per batch (multiple of THREADS)
+const LOADS: u32 = BATCH / THREADS;
 
-var<workgroup> s_geo: array<vec4<f32>, 64>;      // x, y, conic a, conic b
-var<workgroup> s_opc: array<vec4<f32>, 64>;      // conic c, opacity, -, -
-var<workgroup> s_col: array<vec4<f32>, 64>;      // r, g, b, -
+var<workgroup> s_geo: array<vec4<f32>, BATCH>;   // x, y, conic a, conic b
+var<workgroup> s_opc: array<vec4<f32>, BATCH>;   // conic c, opacity, -, -
+var<workgroup> s_col: array<vec4<f32>, BATCH>;   // r, g, b, -
 var<workgroup> s_range: vec2<u32>;
 var<workgroup> s_done: atomic<u32>;
 var<workgroup> s_done_plain: u32;
 
-@compute @workgroup_size(16, 4)
+@compute @workgroup_size(16, {{THREADS_Y}})
 fn rasterize(@builtin(local_invocation_id) lid: vec3<u32>,
              @builtin(local_invocation_index) li: u32,
              @builtin(workgroup_id) wid: vec3<u32>) {
@@ -46,82 +51,106 @@ fn rasterize(@builtin(local_invocation_id) lid: vec3<u32>,
     let range = workgroupUniformLoad(&s_range);
 
     let px = wid.x * TILE_SIZE + lid.x;
-    let py0 = wid.y * TILE_SIZE + lid.y;
-    let pys = vec4<u32>(py0, py0 + 4u, py0 + 8u, py0 + 12u);
-    let inside = vec4<bool>(px < width) & (pys < vec4<u32>(height));
     let fx = f32(px) + 0.5;
-    let fy = vec4<f32>(pys) + vec4<f32>(0.5);
-    var t = vec4<f32>(1.0);
-    var cr = vec4<f32>(0.0);
-    var cg = vec4<f32>(0.0);
-    var cb = vec4<f32>(0.0);
-    var last = vec4<u32>(0u);
-    var done = !inside;
-    var thread_done = all(done);
+    var pys: array<vec4<u32>, GROUPS>;
+    var fy: array<vec4<f32>, GROUPS>;
+    var inside: array<vec4<bool>, GROUPS>;
+    var t: array<vec4<f32>, GROUPS>;
+    var cr: array<vec4<f32>, GROUPS>;
+    var cg: array<vec4<f32>, GROUPS>;
+    var cb: array<vec4<f32>, GROUPS>;
+    var last: array<vec4<u32>, GROUPS>;
+    var done: array<vec4<bool>, GROUPS>;
+    var thread_done = true;
+    for (var gi = 0u; gi < GROUPS; gi = gi + 1u) {
+        // rows lid.y + THREADS_Y * (4 gi + j), j = 0..3
+        let r0 = wid.y * TILE_SIZE + lid.y + THREADS_Y * 4u * gi;
+        pys[gi] = vec4<u32>(r0, r0 + THREADS_Y, r0 + 2u * THREADS_Y, r0 + 3u * THREADS_Y);
+        fy[gi] = vec4<f32>(pys[gi]) + vec4<f32>(0.5);
+        inside[gi] = vec4<bool>(px < width) & (pys[gi] < vec4<u32>(height));
+        t[gi] = vec4<f32>(1.0);
+        cr[gi] = vec4<f32>(0.0);
+        cg[gi] = vec4<f32>(0.0);
+        cb[gi] = vec4<f32>(0.0);
+        last[gi] = vec4<u32>(0u);
+        done[gi] = !inside[gi];
+        thread_done = thread_done && all(done[gi]);
+    }
     if (thread_done) {
         atomicAdd(&s_done, 1u);
     }
     let n = range.y - range.x;
-    let n_batches = (n + RASTER_THREADS - 1u) / RASTER_THREADS;
+    let n_batches = (n + BATCH - 1u) / BATCH;
     for (var b = 0u; b < n_batches; b = b + 1u) {
         workgroupBarrier();
         if (li == 0u) {
             s_done_plain = atomicLoad(&s_done);
         }
-        if (workgroupUniformLoad(&s_done_plain) >= RASTER_THREADS) {
+        if (workgroupUniformLoad(&s_done_plain) >= THREADS) {
             break;
         }
-        let idx = range.x + b * RASTER_THREADS + li;
-        if (idx < range.y) {
-            let s = splats[isect_ids[idx]];
-            s_geo[li] = vec4<f32>(s.xy, s.conic.x, s.conic.y);
-            s_opc[li] = vec4<f32>(s.conic.z, s.opacity, 0.0, 0.0);
-            s_col[li] = vec4<f32>(s.color, 0.0);
+        for (var q = 0u; q < LOADS; q = q + 1u) {
+            let j = q * THREADS + li;
+            let idx = range.x + b * BATCH + j;
+            if (idx < range.y) {
+                let s = splats[isect_ids[idx]];
+                s_geo[j] = vec4<f32>(s.xy, s.conic.x, s.conic.y);
+                s_opc[j] = vec4<f32>(s.conic.z, s.opacity, 0.0, 0.0);
+                s_col[j] = vec4<f32>(s.color, 0.0);
+            }
         }
         workgroupBarrier();
         if (!thread_done) {
-            let nb = min(RASTER_THREADS, n - b * RASTER_THREADS);
+            let nb = min(BATCH, n - b * BATCH);
             for (var k = 0u; k < nb; k = k + 1u) {
                 let g = s_geo[k];
                 let oc = s_opc[k];
                 let dx = fx - g.x;
-                let dy = fy - vec4<f32>(g.y);
-                let power = -0.5 * (g.z * dx * dx + oc.x * dy * dy) - g.w * dx * dy;
-                let alpha = min(vec4<f32>(ALPHA_MAX), oc.y * exp(power));
-                let valid = !done & (power <= vec4<f32>(0.0)) & (alpha >= vec4<f32>(ALPHA_MIN));
-                if (!any(valid)) {
-                    continue;
+                let pos = b * BATCH + k + 1u;
+                var all_done = true;
+                for (var gi = 0u; gi < GROUPS; gi = gi + 1u) {
+                    let dy = fy[gi] - vec4<f32>(g.y);
+                    let power = -0.5 * (g.z * dx * dx + oc.x * dy * dy) - g.w * dx * dy;
+                    let alpha = min(vec4<f32>(ALPHA_MAX), oc.y * exp(power));
+                    let valid = !done[gi] & (power <= vec4<f32>(0.0)) &
+                                (alpha >= vec4<f32>(ALPHA_MIN));
+                    if (any(valid)) {
+                        let test_t = t[gi] * (vec4<f32>(1.0) - alpha);
+                        let stop = valid & (test_t < vec4<f32>(T_MIN));
+                        let comp = valid & !stop;
+                        done[gi] = done[gi] | stop;
+                        let w = select(vec4<f32>(0.0), alpha * t[gi], comp);
+                        let col = s_col[k];
+                        cr[gi] = cr[gi] + w * col.x;
+                        cg[gi] = cg[gi] + w * col.y;
+                        cb[gi] = cb[gi] + w * col.z;
+                        t[gi] = select(t[gi], test_t, comp);
+                        last[gi] = select(last[gi], vec4<u32>(pos), comp);
+                    }
+                    all_done = all_done && all(done[gi]);
                 }
-                let test_t = t * (vec4<f32>(1.0) - alpha);
-                let stop = valid & (test_t < vec4<f32>(T_MIN));
-                let comp = valid & !stop;
-                done = done | stop;
-                let w = select(vec4<f32>(0.0), alpha * t, comp);
-                let col = s_col[k];
-                cr = cr + w * col.x;
-                cg = cg + w * col.y;
-                cb = cb + w * col.z;
-                t = select(t, test_t, comp);
-                last = select(last, vec4<u32>(b * RASTER_THREADS + k + 1u), comp);
-                if (all(done)) {
+                if (all_done) {
+                    thread_done = true;
                     break;
                 }
             }
-            if (all(done)) {
-                thread_done = true;
+            if (thread_done) {
                 atomicAdd(&s_done, 1u);
             }
         }
     }
     let bg = rp.background.xyz;
-    for (var m = 0u; m < ROWS; m = m + 1u) {
-        if (inside[m]) {
-            let p = pys[m] * width + px;
-            image[3u * p] = cr[m] + t[m] * bg.x;
-            image[3u * p + 1u] = cg[m] + t[m] * bg.y;
-            image[3u * p + 2u] = cb[m] + t[m] * bg.z;
-            final_t[p] = t[m];
-            last_contrib[p] = last[m];
+    for (var gi = 0u; gi < GROUPS; gi = gi + 1u) {
+        for (var j = 0u; j < 4u; j = j + 1u) {
+            if (inside[gi][j]) {
+                let p = pys[gi][j] * width + px;
+                let tt = t[gi][j];
+                image[3u * p] = cr[gi][j] + tt * bg.x;
+                image[3u * p + 1u] = cg[gi][j] + tt * bg.y;
+                image[3u * p + 2u] = cb[gi][j] + tt * bg.z;
+                final_t[p] = tt;
+                last_contrib[p] = last[gi][j];
+            }
         }
     }
 }

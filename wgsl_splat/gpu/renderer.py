@@ -64,10 +64,11 @@ class GpuRenderer:
     """
 
     TABLE_MAX = 1 << 21    # entries of the (tile, chunk) count table (8 MiB)
+    RASTER_BATCH = 256     # splats per workgroup-memory batch of raster.wgsl (12 KiB)
 
     def __init__(self, ctx: GpuContext, *, pool: BufferPool | None = None,
                  lib: ShaderLibrary | None = None, threads: int | None = None,
-                 initial_capacity: int | None = None) -> None:
+                 initial_capacity: int | None = None, raster_rows: int | None = None) -> None:
         self.ctx = ctx
         self.pool = pool or BufferPool(ctx)
         self.lib = lib or ShaderLibrary(ctx)
@@ -96,7 +97,14 @@ class GpuRenderer:
         self._project = self.lib.module("project")
         self._emit = self.lib.module("emit")
         self._scan = self.lib.module("scan")
-        self._raster = self.lib.module("raster")
+        # Pixels per raster thread: 16 on a CPU adapter (workgroup-memory loads are expensive
+        # there), 4 on a GPU (64 threads per tile).
+        rows = raster_rows or (16 if ctx.adapter_type == "CPU" else 4)
+        if rows not in (4, 8, 16):
+            raise ValueError("raster_rows must be 4, 8 or 16")
+        self.raster_rows = rows
+        self._raster = self.lib.module("raster", {"BATCH": self.RASTER_BATCH, "ROWS": rows,
+                                                  "THREADS_Y": 16 // rows})
 
     # -- model --------------------------------------------------------------------------------------
     def upload_model(self, model: GaussianModel) -> None:
