@@ -1,5 +1,7 @@
 """The NumPy training step: loss, statistics and Adam wired together."""
 
+from dataclasses import replace
+
 import numpy as np
 
 from wgsl_splat.optim import AdamState, OptimConfig, adam_step
@@ -17,7 +19,10 @@ def test_step_equals_reference_pipeline_and_fits_a_target():
     start = target_model.copy()
     start.means += rng.normal(0, 0.05, start.means.shape).astype(np.float32)
     start.sh[:, 0] += rng.normal(0, 0.5, start.sh[:, 0].shape).astype(np.float32)
-    config = OptimConfig().with_scene(1.0, 100)
+    # The 3DGS means rate (1.6e-4 per step) cannot undo a 0.05 perturbation in 60 steps; a rate
+    # matched to the perturbation makes the fit well posed (measured: worst of 41 seeds reaches
+    # 0.25 of the initial loss, against the 0.5 asserted below).
+    config = replace(OptimConfig(), means_lr_init=2e-3, means_lr_final=2e-4).with_scene(1.0, 100)
 
     step = CpuTrainStep(start, config)
     # one step by hand with the same pieces
