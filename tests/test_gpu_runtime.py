@@ -73,6 +73,14 @@ def test_include_once_and_defines(tmp_path):
         load_source("main", {}, shader_dir=tmp_path)
 
 
+def test_define_chooses_the_included_file(tmp_path):
+    (tmp_path / "x.wgsl").write_text("const X: u32 = 1u;\n")
+    (tmp_path / "y.wgsl").write_text("const Y: u32 = 2u;\n")
+    (tmp_path / "main.wgsl").write_text('#include "{{PICK}}"\n')
+    assert "const Y" in load_source("main", {"PICK": "y.wgsl"}, shader_dir=tmp_path).code
+    assert "const X" in load_source("main", {"PICK": "x"}, shader_dir=tmp_path).code
+
+
 def test_compile_error_names_file_and_line(gpu_ctx, tmp_path):
     (tmp_path / "inc.wgsl").write_text("const X: f32 = 1.0;\n\n")
     (tmp_path / "broken.wgsl").write_text(

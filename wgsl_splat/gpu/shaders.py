@@ -3,7 +3,8 @@
 Sources live in the repository's top-level ``shaders/`` folder. A line ``#include "common.wgsl"``
 is replaced by that file's text (each file is included at most once per module, recursively);
 ``{{NAME}}`` is substituted from the ``defines`` mapping (for things that WGSL ``override``
-constants cannot express, e.g. array lengths of workgroup memory). Scalar knobs use WGSL
+constants cannot express, e.g. array lengths of workgroup memory, or which file an ``#include``
+names: ``#include "{{ATOMICS}}"`` picks the float-atomic or the compare-and-swap helpers). Scalar knobs use WGSL
 ``override`` constants, passed as pipeline ``constants``.
 
 Bind group layouts are explicit and derived from the module's declarations
@@ -74,10 +75,6 @@ def load_source(name: str, defines: dict | None = None, shader_dir: Path | None 
             where = f" (included from {stack[-1]})" if stack else ""
             raise FileNotFoundError(f"WGSL source {path} not found{where}")
         for lineno, line in enumerate(path.read_text().splitlines(), start=1):
-            m = _INCLUDE_RE.match(line)
-            if m:
-                expand(_file_name(m.group(1)), stack + (fname,))
-                continue
 
             def sub(dm: re.Match) -> str:
                 key = dm.group(1)
@@ -85,7 +82,12 @@ def load_source(name: str, defines: dict | None = None, shader_dir: Path | None 
                     raise KeyError(f"shaders/{fname}:{lineno}: no value for {{{{{key}}}}}")
                 return defines[key]
 
-            out_lines.append(_DEFINE_RE.sub(sub, line))
+            line = _DEFINE_RE.sub(sub, line)
+            m = _INCLUDE_RE.match(line)
+            if m:  # after substitution, so that a define can choose the included file
+                expand(_file_name(m.group(1)), stack + (fname,))
+                continue
+            out_lines.append(line)
             line_map.append((fname, lineno))
 
     expand(_file_name(name), ())
