@@ -122,6 +122,17 @@ def test_all_pipelines_compile(gpu_ctx):
     for rows in (4, 8, 16):   # every raster variant compiles
         lib.pipeline("raster", "rasterize", defines={"ROWS": rows, "THREADS_Y": 16 // rows,
                                                      "BATCH": 256})
-    assert lib.pipelines_created == 9
+    for atomics in ("atomic_float.wgsl", "atomic_cas.wgsl"):   # every backward variant compiles
+        for partials in ("partials_subgroup.wgsl", "partials_workgroup.wgsl"):
+            for rows, batch in ((4, 4), (8, 8), (16, 16)):
+                lib.pipeline("raster_backward", "rasterize_backward", defines={
+                    "ROWS": rows, "THREADS_Y": 16 // rows, "BATCH": batch, "ATOMICS": atomics,
+                    "PARTIALS": partials})
+    lib.pipeline("project_backward", "project_backward")
+    lib.pipeline("adam", "adam_step")
+    from wgsl_splat.gpu.loss import window_defines
+    lib.pipeline("loss", "ssim_forward", defines=window_defines())
+    lib.pipeline("loss_lines", "lines_h_stats", defines=window_defines())
+    assert lib.pipelines_created == 9 + 12 + 4
     assert {p.name for p in SHADER_DIR.glob("*.wgsl")} >= {"common.wgsl", "raster.wgsl"}
     assert runtime.convert_wgpu_error(ValueError("x"), "y") is None

@@ -63,9 +63,17 @@ class TrainStep(ABC):
         self.lambda_dssim = lambda_dssim
 
     @abstractmethod
-    def step(self, camera: Camera, target: np.ndarray, active_sh_degree: int | None = None) -> float:
-        """One optimisation step on one view; returns the loss (a float: the GPU path may return the
-        value of an earlier step's loss to avoid a read-back, see its docs)."""
+    def step(self, camera: Camera, target: np.ndarray, active_sh_degree: int | None = None,
+             view_id=None) -> float | None:
+        """One optimisation step on one view. Returns the loss when the host has it for free (the
+        NumPy path) and None otherwise (the GPU path keeps losses on the device until
+        :meth:`take_losses`). ``view_id`` names the view so that a path may keep ``target`` resident
+        (the GPU path uploads each view's image once); the caller promises the same id always comes
+        with the same image."""
+
+    @abstractmethod
+    def take_losses(self) -> list[float]:
+        """The losses of every step since the last call, oldest first."""
 
     @property
     @abstractmethod
@@ -99,8 +107,9 @@ class CpuTrainStep(TrainStep):
         self.adam = adam if adam is not None else AdamState.zeros_for(self.model)
         self.stats = DensifyStats.zeros(len(self.model))
         self.last = StepResult(float("nan"))
+        self._losses: list[float] = []
 
-    def step(self, camera, target, active_sh_degree=None) -> float:
+    def step(self, camera, target, active_sh_degree=None, view_id=None) -> float:
         from .reference import render, render_backward
         from .reference.loss import loss_and_grad
 
@@ -114,7 +123,12 @@ class CpuTrainStep(TrainStep):
         s.max_radii[vis] = np.maximum(s.max_radii[vis], out.proj.radii[vis])
         adam_step(self.model, grads.params, self.adam, self.config)
         self.last = StepResult(loss, parts["l1"], parts["ssim"])
+        self._losses.append(loss)
         return loss
+
+    def take_losses(self) -> list[float]:
+        out, self._losses = self._losses, []
+        return out
 
     @property
     def num_gaussians(self) -> int:

@@ -1,0 +1,16 @@
+"""The GPU path: WGSL compute shaders driven through wgpu-py.
+
+- :mod:`.runtime`  adapter/device selection (``select_device``), feature and limit detection,
+  GPU errors as :class:`~.runtime.GpuError` subclasses;
+- :mod:`.shaders`  WGSL loading from the top-level ``shaders/`` folder with ``#include`` and
+  ``{{NAME}}`` substitution, explicit bind group layouts, module and pipeline caches;
+- :mod:`.pool`     named device buffers sized by capacity, cached bind groups, counters;
+- :mod:`.sort`     the stable radix sort used by the renderer, and a bitonic sort for comparison;
+- :mod:`.renderer` the forward pipeline: one command encoder, one submit per render;
+- :mod:`.loss`     L1 + SSIM and dL/dimage; :mod:`.backward` rasterisation and projection
+  backward with densification statistics; :mod:`.adam` the in-place update;
+- :mod:`.step`     the training step (:class:`~.step.GpuTrainStep`): all of the above in one pass,
+  one submit per step, no read-back; :mod:`.profiler` per-stage timestamps.
+
+Modules are imported lazily by their users so that ``import wgsl_splat`` never loads wgpu.
+"""

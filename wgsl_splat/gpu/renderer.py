@@ -35,7 +35,7 @@ import numpy as np
 from ..camera import Camera
 from ..model import GaussianModel, sh_degree_from_coeffs
 from .pool import BufferPool
-from .runtime import GpuContext
+from .runtime import GpuContext, GpuError
 from .shaders import ShaderLibrary
 from .sort import RadixSorter, grid_2d
 
@@ -118,6 +118,12 @@ class GpuRenderer:
         self.sh_coeffs = k
         self.sh_degree = sh_degree_from_coeffs(k)
         self.offsets = (3 * n, 6 * n, 10 * n, 11 * n)
+        limit = int(self.ctx.limits.get("max-storage-buffer-binding-size", 1 << 27))
+        if flat.nbytes > limit or SPLAT_BYTES * n > limit:
+            raise GpuError(
+                f"{n} Gaussians with {k} SH coefficients need {flat.nbytes / 2**20:.0f} MiB of "
+                f"parameters in one storage binding; this adapter allows {limit / 2**20:.0f} MiB "
+                f"(max-storage-buffer-binding-size). Use fewer Gaussians or a lower SH degree.")
         self.pool.get("params", flat.nbytes)
         self.pool.write("params", flat)
         m = max(n, 1)
@@ -185,6 +191,19 @@ class GpuRenderer:
         u[40:44] = (0, 0, self.chunks, 0)
         self.pool.write("render_params", f)
 
+    def prepare(self, camera: Camera, background=(0.0, 0.0, 0.0),
+                active_sh_degree: int | None = None) -> None:
+        """Size the image buffers for ``camera`` and write the per-render uniforms.
+
+        For callers that record :meth:`encode_forward` into their own encoder (the training step);
+        :meth:`render` does this itself.
+        """
+        if self.capacity == 0:
+            raise RuntimeError("upload_model() must be called before rendering")
+        self._ensure_image(camera.width, camera.height)
+        background = np.broadcast_to(np.asarray(background, np.float64), (3,))
+        self._write_params(camera, background, active_sh_degree)
+
     # -- encoding -----------------------------------------------------------------------------------
     @property
     def buffer_names(self) -> dict[str, str]:
@@ -200,15 +219,32 @@ class GpuRenderer:
 
     def encode_forward(self, cpass) -> None:
         """Record the forward pipeline into an open compute pass (params already written)."""
+        for _name, encode in self.forward_stages():
+            encode(cpass)
+
+    def forward_stages(self) -> list:
+        """``(name, encode(cpass))`` of the forward stages in order, for callers that time each
+        stage in its own pass (profiling); :meth:`encode_forward` records them all in one."""
+        stages = [("project", self._encode_project), ("depth sort", self._encode_depth_sort),
+                  ("emit+scan", self._encode_emit), ("rasterize", self._encode_raster)]
+        return stages if self.num else [("emit+scan", self._encode_emit),
+                                        ("rasterize", self._encode_raster)]
+
+    def _encode_project(self, cpass) -> None:
+        cpass.set_pipeline(self._project.pipeline("project"))
+        cpass.set_bind_group(0, self.pool.bind_group(self._project, 0, {
+            0: "render_params", 1: "params", 2: "splats", 3: "radii", 4: "rects",
+            5: self.depth_sort.keys, 6: self.depth_sort.vals, 7: "counters"}))
+        cpass.dispatch_workgroups(*grid_2d(-(-self.num // 256)))
+
+    def _encode_depth_sort(self, cpass) -> None:
+        self.depth_sort.encode(cpass, "counters")
+
+    def _encode_emit(self, cpass) -> None:
+        """Per-(tile, chunk) counts, their prefix sum (tile ranges, counters), the emission."""
         pool = self.pool
         n = self.num
         if n:
-            cpass.set_pipeline(self._project.pipeline("project"))
-            cpass.set_bind_group(0, pool.bind_group(self._project, 0, {
-                0: "render_params", 1: "params", 2: "splats", 3: "radii", 4: "rects",
-                5: self.depth_sort.keys, 6: self.depth_sort.vals, 7: "counters"}))
-            cpass.dispatch_workgroups(*grid_2d(-(-n // 256)))
-            self.depth_sort.encode(cpass, "counters")
             _, sorted_ids = self.depth_sort.result
             emit_bg = pool.bind_group(self._emit, 0, {0: "render_params", 1: "rects",
                                                       2: sorted_ids, 3: "emit_table",
@@ -224,8 +260,10 @@ class GpuRenderer:
             cpass.set_pipeline(self._emit.pipeline("emit_keys"))
             cpass.set_bind_group(0, emit_bg)
             cpass.dispatch_workgroups(*grid_2d(-(-self.chunks // 64)))
+
+    def _encode_raster(self, cpass) -> None:
         cpass.set_pipeline(self._raster.pipeline("rasterize"))
-        cpass.set_bind_group(0, pool.bind_group(self._raster, 0, {
+        cpass.set_bind_group(0, self.pool.bind_group(self._raster, 0, {
             0: "render_params", 1: "splats", 2: "isect_ids", 3: "ranges", 4: "image",
             5: "final_t", 6: "last_contrib"}))
         cpass.dispatch_workgroups(self.tiles_x, self.tiles_y)
@@ -244,13 +282,9 @@ class GpuRenderer:
         One command encoder, one submit. See the module docstring for when the 16-byte counters
         are read back and when a render is redone with larger buffers.
         """
-        if self.capacity == 0:
-            raise RuntimeError("upload_model() must be called before render()")
-        background = np.broadcast_to(np.asarray(background, np.float64), (3,))
-        self._ensure_image(camera.width, camera.height)
         for _attempt in range(3):
+            self.prepare(camera, background, active_sh_degree)
             check = readback or self._check_next
-            self._write_params(camera, background, active_sh_degree)
             img_bytes = 12 * self.width * self.height
             img_slot = -(-img_bytes // 256) * 256 if readback else 0
             with self.ctx.guard("encoding and submitting the forward render"):
@@ -282,6 +316,13 @@ class GpuRenderer:
             self.redos += 1
         raise RuntimeError("intersection capacity did not converge")  # pragma: no cover
 
+    @property
+    def count_check_due(self) -> bool:
+        """True after a model upload or an image-size change, until the intersection count has
+        been checked once: callers encoding :meth:`encode_forward` themselves should then call
+        :meth:`check_capacity` after their submit (and redo the step if it returns False)."""
+        return self._check_next
+
     def check_capacity(self) -> bool:
         """Read the counters of the last render (16 bytes); grow if it overflowed.
 
@@ -290,6 +331,7 @@ class GpuRenderer:
         c = self.pool.read_array("counters", np.uint32, 4)
         total = int(c[0])
         self.last_count = total
+        self._check_next = False
         self.overflowed = total > self.capacity
         if self.overflowed:
             self.ensure_capacity(total)

@@ -1,0 +1,82 @@
+// Per-Gaussian geometry shared by projection (project.wgsl) and its backward pass
+// (project_backward.wgsl), so both evaluate exactly the same expressions. The including module
+// declares `rp: RenderParams` and `params: array<f32>` (the flat parameter buffer).
+
+fn quat_to_rotmat(q: vec4<f32>) -> mat3x3<f32> {
+    // q = (w, x, y, z), already normalised. Returns R; WGSL matrices are built from columns.
+    let w = q.x;
+    let x = q.y;
+    let y = q.z;
+    let z = q.w;
+    return mat3x3<f32>(
+        vec3<f32>(1.0 - 2.0 * (y * y + z * z), 2.0 * (x * y + w * z), 2.0 * (x * z - w * y)),
+        vec3<f32>(2.0 * (x * y - w * z), 1.0 - 2.0 * (x * x + z * z), 2.0 * (y * z + w * x)),
+        vec3<f32>(2.0 * (x * z + w * y), 2.0 * (y * z - w * x), 1.0 - 2.0 * (x * x + y * y)));
+}
+
+fn param_vec3(o: u32) -> vec3<f32> {
+    return vec3<f32>(params[o], params[o + 1u], params[o + 2u]);
+}
+
+fn param_vec4(o: u32) -> vec4<f32> {
+    return vec4<f32>(params[o], params[o + 1u], params[o + 2u], params[o + 3u]);
+}
+
+// SH coefficient c of the splat whose coefficients start at params[base] (coefficient-major).
+fn sh_coeff(base: u32, c: u32) -> vec3<f32> {
+    return param_vec3(base + 3u * c);
+}
+
+fn gaussian_mean(i: u32) -> vec3<f32> {
+    return param_vec3(3u * i);
+}
+
+fn camera_space(mean: vec3<f32>) -> vec3<f32> {
+    return vec3<f32>(dot(rp.w2c0.xyz, mean) + rp.w2c0.w,
+                     dot(rp.w2c1.xyz, mean) + rp.w2c1.w,
+                     dot(rp.w2c2.xyz, mean) + rp.w2c2.w);
+}
+
+// SH degree actually evaluated: the active degree, capped by the stored coefficients.
+fn active_degree() -> u32 {
+    return min(min(rp.model.z, 3u), u32(sqrt(f32(rp.model.y))) - 1u);
+}
+
+// EWA projection terms of Gaussian i whose camera-space mean is t (t.z >= near plane).
+struct Ewa {
+    qn: vec4<f32>,          // normalised quaternion
+    qnorm: f32,             // |q| before normalisation
+    rot: mat3x3<f32>,       // R (columns)
+    scale: vec3<f32>,       // exp(log-scales)
+    m: mat3x3<f32>,         // M = R S (columns); Σ = M Mᵀ
+    u: vec2<f32>,           // t.x / t.z, t.y / t.z (unclamped)
+    uc: vec2<f32>,          // the same clamped to ±1.3 tan(half fov)
+    t0: vec3<f32>,          // rows of J W (J evaluated at the clamped tangent)
+    t1: vec3<f32>,
+    a0: vec3<f32>,          // rows of A = J W M; Σ2D = A Aᵀ + 0.3 I
+    a1: vec3<f32>,
+    cov: vec3<f32>,         // (a, b, c) of Σ2D = [[a, b], [b, c]], dilation included
+}
+
+fn ewa_terms(i: u32, t: vec3<f32>) -> Ewa {
+    var e: Ewa;
+    let q = param_vec4(rp.offs.y + 4u * i);
+    e.qnorm = length(q);
+    e.qn = q / e.qnorm;
+    e.rot = quat_to_rotmat(e.qn);
+    e.scale = exp(param_vec3(rp.offs.x + 3u * i));
+    e.m = mat3x3<f32>(e.rot[0] * e.scale.x, e.rot[1] * e.scale.y, e.rot[2] * e.scale.z);
+    let fx = rp.focal.x;
+    let fy = rp.focal.y;
+    let tz = t.z;
+    e.u = t.xy / tz;
+    e.uc = clamp(e.u, -rp.clip.xy, rp.clip.xy);
+    // J = [[fx/z, 0, -fx·uc.x/z], [0, fy/z, -fy·uc.y/z]]; rows of J W:
+    e.t0 = (fx / tz) * rp.w2c0.xyz - (fx * e.uc.x / tz) * rp.w2c2.xyz;
+    e.t1 = (fy / tz) * rp.w2c1.xyz - (fy * e.uc.y / tz) * rp.w2c2.xyz;
+    e.a0 = e.t0 * e.m;   // row vector times matrix: (t0·m[0], t0·m[1], t0·m[2])
+    e.a1 = e.t1 * e.m;
+    e.cov = vec3<f32>(dot(e.a0, e.a0) + COV2D_DILATION, dot(e.a0, e.a1),
+                      dot(e.a1, e.a1) + COV2D_DILATION);
+    return e;
+}

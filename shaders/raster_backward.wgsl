@@ -1,0 +1,231 @@
+// Stage 8: rasterisation backward. Math: wgsl_splat/reference/raster.py (rasterize_backward).
+//
+// One workgroup per 16x16 tile, laid out as the forward pass (raster.wgsl): thread (x, y) owns ROWS
+// pixels of column x and evaluates each splat for all of them with vec4 math. Each pixel walks the
+// splats it composited back to front, starting from the forward pass's final transmittance and
+// last-contributor index, and keeps two scalars: T (transmittance after the current splat,
+// recovered with T_before = T_after / (1 - α)) and the colour behind it, already dotted with
+// dL/dC (suffix = Σ_{k behind} (c_k · dL/dC) α_k T_k). Per splat j and pixel:
+//
+//   dL/dc_j = α_j T_j dL/dC
+//   dL/dα_j = T_j (c_j · dL/dC) - (suffix + T_final (bg · dL/dC)) / (1 - α_j)   (0 where α clamps)
+//   α = o·G, G = exp(power): dL/do = dL/dα G, dL/dpower = dL/dα α, then conic and 2D mean.
+//
+// Reduction: a round handles BATCH splats (loaded into workgroup memory). Every thread sums its
+// ROWS pixels' contributions per splat in registers; then either every thread
+// (partials_workgroup.wgsl) or every subgroup after a subgroupAdd (partials_subgroup.wgsl) stores
+// 3 vec4 partials per splat in workgroup memory; after one barrier the threads sum those partials
+// in a fixed slot order and issue one global atomic per non-zero gradient component per splat per
+// tile (grad_add: float atomics or a compare-and-swap loop, atomic_float.wgsl / atomic_cas.wgsl).
+// Two barriers per round. The splat ids of a round are double-buffered so that the next round's
+// load cannot race the reduction.
+//
+// Only positions up to the tile's largest last-contributor index are visited (a workgroup atomicMax
+// at the start): splats behind every pixel's stopping point carry no gradient.
+//
+// Per-splat output (grad2d, 12 floats, zeroed by project_backward after it reads them):
+//   [0..3)  dL/d(mean2d.x, mean2d.y, opacity)      [4..7)  dL/d(conic a, b, c)
+//   [8..11) dL/d(colour r, g, b)
+
+#include "common.wgsl"
+#include "{{ATOMICS}}"
+#include "{{PARTIALS}}"
+
+@group(0) @binding(0) var<uniform> rp: RenderParams;
+@group(0) @binding(1) var<storage, read> splats: array<Splat2D>;
+@group(0) @binding(2) var<storage, read> isect_ids: array<u32>;
+@group(0) @binding(3) var<storage, read> ranges: array<vec2<u32>>;
+@group(0) @binding(4) var<storage, read> final_t: array<f32>;
+@group(0) @binding(5) var<storage, read> last_contrib: array<u32>;
+@group(0) @binding(6) var<storage, read> grad_image: array<f32>;
+@group(0) @binding(7) var<storage, read_write> grad2d: array<GradAtomic>;
+
+const ROWS: u32 = {{ROWS}}u;                  // pixels per thread: 4, 8 or 16
+const GROUPS: u32 = ROWS / 4u;
+const THREADS_Y: u32 = TILE_SIZE / ROWS;
+const THREADS: u32 = TILE_SIZE * THREADS_Y;
+const BATCH: u32 = {{BATCH}}u;                // splats per round, <= THREADS
+const GRAD_STRIDE: u32 = 12u;
+
+var<workgroup> s_geo: array<vec4<f32>, BATCH>;   // x, y, conic a, conic b
+var<workgroup> s_opc: array<vec4<f32>, BATCH>;   // conic c, opacity, column reach², -
+var<workgroup> s_col: array<vec4<f32>, BATCH>;   // r, g, b, -
+var<workgroup> s_id: array<u32, 2 * BATCH>;      // double-buffered splat ids
+var<workgroup> s_part: array<vec4<f32>, 3 * BATCH * THREADS>;
+var<workgroup> s_range: vec2<u32>;
+var<workgroup> s_maxlast: atomic<u32>;
+var<workgroup> s_slot_mask: array<atomic<u32>, 2>;   // partial slots in use (THREADS <= 64)
+var<workgroup> s_count: u32;
+
+@compute @workgroup_size(16, {{THREADS_Y}})
+fn rasterize_backward(@builtin(local_invocation_id) lid: vec3<u32>,
+                      @builtin(local_invocation_index) li: u32,
+                      @builtin(workgroup_id) wid: vec3<u32>) {
+    let width = rp.img.x;
+    let height = rp.img.y;
+    let tile = wid.y * rp.img.z + wid.x;
+    if (li == 0u) {
+        s_range = ranges[tile];
+        atomicStore(&s_maxlast, 0u);
+        atomicStore(&s_slot_mask[0], 0u);
+        atomicStore(&s_slot_mask[1], 0u);
+    }
+    workgroupBarrier();
+    let slot = partial_slot(li);
+    let range_start = s_range.x;
+
+    let px = wid.x * TILE_SIZE + lid.x;
+    let fx = f32(px) + 0.5;
+    let bg = rp.background.xyz;
+    var fy: array<vec4<f32>, GROUPS>;
+    var last: array<vec4<u32>, GROUPS>;
+    var t: array<vec4<f32>, GROUPS>;
+    var suffix: array<vec4<f32>, GROUPS>;
+    var bgt: array<vec4<f32>, GROUPS>;
+    var gr: array<vec4<f32>, GROUPS>;
+    var gg: array<vec4<f32>, GROUPS>;
+    var gb: array<vec4<f32>, GROUPS>;
+    var my_last = 0u;
+    for (var gi = 0u; gi < GROUPS; gi = gi + 1u) {
+        let r0 = wid.y * TILE_SIZE + lid.y + THREADS_Y * 4u * gi;
+        let pys = vec4<u32>(r0, r0 + THREADS_Y, r0 + 2u * THREADS_Y, r0 + 3u * THREADS_Y);
+        fy[gi] = vec4<f32>(pys) + vec4<f32>(0.5);
+        last[gi] = vec4<u32>(0u);
+        t[gi] = vec4<f32>(1.0);
+        gr[gi] = vec4<f32>(0.0);
+        gg[gi] = vec4<f32>(0.0);
+        gb[gi] = vec4<f32>(0.0);
+        for (var j = 0u; j < 4u; j = j + 1u) {
+            if (px < width && pys[j] < height) {
+                let p = pys[j] * width + px;
+                t[gi][j] = final_t[p];
+                last[gi][j] = last_contrib[p];
+                gr[gi][j] = grad_image[3u * p];
+                gg[gi][j] = grad_image[3u * p + 1u];
+                gb[gi][j] = grad_image[3u * p + 2u];
+            }
+        }
+        suffix[gi] = vec4<f32>(0.0);
+        bgt[gi] = t[gi] * (bg.x * gr[gi] + bg.y * gg[gi] + bg.z * gb[gi]);
+        let l = last[gi];
+        my_last = max(my_last, max(max(l.x, l.y), max(l.z, l.w)));
+    }
+    atomicMax(&s_maxlast, my_last);
+    workgroupBarrier();
+    if (li == 0u) {
+        s_count = atomicLoad(&s_maxlast);
+    }
+    let n = workgroupUniformLoad(&s_count);
+    let mask0 = atomicLoad(&s_slot_mask[0]);
+    let mask1 = atomicLoad(&s_slot_mask[1]);
+    let rounds = (n + BATCH - 1u) / BATCH;
+
+    for (var ri = 0u; ri < rounds; ri = ri + 1u) {
+        let start = (rounds - 1u - ri) * BATCH;     // back to front
+        let cnt = min(BATCH, n - start);
+        let ids_off = (ri & 1u) * BATCH;
+        if (li < cnt) {
+            let gid = isect_ids[range_start + start + li];
+            let s = splats[gid];
+            s_geo[li] = vec4<f32>(s.xy, s.conic.x, s.conic.y);
+            s_opc[li] = vec4<f32>(s.conic.z, s.opacity, column_reach2(s.conic, s.opacity), 0.0);
+            s_col[li] = vec4<f32>(s.color, 0.0);
+            s_id[ids_off + li] = gid;
+        }
+        workgroupBarrier();
+        for (var kk = 0u; kk < cnt; kk = kk + 1u) {
+            let k = cnt - 1u - kk;
+            let pos = start + k + 1u;                 // 1-based position, as last_contrib
+            var acc_m = vec4<f32>(0.0);               // mean2d x, y, opacity
+            var acc_c = vec4<f32>(0.0);               // conic a, b, c
+            var acc_rgb = vec4<f32>(0.0);
+            let g = s_geo[k];
+            let oc = s_opc[k];
+            let dx = fx - g.x;
+            if (pos <= my_last && dx * dx <= oc.z) {
+                let col = s_col[k];
+                // dx is the same for all of this thread's pixels, so the nine per-splat sums
+                // need only seven vec4 accumulators; they are combined once per splat below.
+                var sp = vec4<f32>(0.0);              // Σ dL/dpower
+                var sdp = vec4<f32>(0.0);             // Σ dy · dL/dpower
+                var sddp = vec4<f32>(0.0);            // Σ dy² · dL/dpower
+                var so = vec4<f32>(0.0);              // Σ dL/dα · G
+                var sr = vec4<f32>(0.0);              // Σ α T dL/dC
+                var sg = vec4<f32>(0.0);
+                var sb = vec4<f32>(0.0);
+                for (var gi = 0u; gi < GROUPS; gi = gi + 1u) {
+                    let dy = fy[gi] - vec4<f32>(g.y);
+                    let power = -0.5 * (g.z * dx * dx + oc.x * dy * dy) - g.w * dx * dy;
+                    let gauss = exp(power);
+                    let a_raw = oc.y * gauss;
+                    let alpha = min(vec4<f32>(ALPHA_MAX), a_raw);
+                    let valid = (vec4<u32>(pos) <= last[gi]) & (power <= vec4<f32>(0.0)) &
+                                (alpha >= vec4<f32>(ALPHA_MIN));
+                    if (any(valid)) {
+                        let inv = vec4<f32>(1.0) / (vec4<f32>(1.0) - alpha);
+                        let tb = select(t[gi], t[gi] * inv, valid);
+                        let w = select(vec4<f32>(0.0), alpha * tb, valid);
+                        let cdot = col.x * gr[gi] + col.y * gg[gi] + col.z * gb[gi];
+                        sr = sr + w * gr[gi];
+                        sg = sg + w * gg[gi];
+                        sb = sb + w * gb[gi];
+                        let g_alpha = tb * cdot - (suffix[gi] + bgt[gi]) * inv;
+                        let ga = select(vec4<f32>(0.0), g_alpha, valid & (a_raw <= vec4<f32>(ALPHA_MAX)));
+                        let gp = ga * a_raw;
+                        let dgp = dy * gp;
+                        sp = sp + gp;
+                        sdp = sdp + dgp;
+                        sddp = sddp + dy * dgp;
+                        so = so + ga * gauss;
+                        suffix[gi] = suffix[gi] + w * cdot;
+                        t[gi] = tb;
+                    }
+                }
+                let one = vec4<f32>(1.0);
+                let p0 = dot(sp, one);
+                let p1 = dot(sdp, one);
+                // power = -½(a dx² + c dy²) - b dx dy, dx = px - mean.x: dpower/dmean.x = a dx + b dy.
+                acc_m = vec4<f32>(g.z * dx * p0 + g.w * p1, g.w * dx * p0 + oc.x * p1, dot(so, one), 0.0);
+                acc_c = vec4<f32>(-0.5 * dx * dx * p0, -dx * p1, -0.5 * dot(sddp, one), 0.0);
+                acc_rgb = vec4<f32>(dot(sr, one), dot(sg, one), dot(sb, one), 0.0);
+            }
+            let sum_m = partial_sum(acc_m);
+            let sum_c = partial_sum(acc_c);
+            let sum_rgb = partial_sum(acc_rgb);
+            if (slot == li) {
+                let at = 3u * k * THREADS + slot;
+                s_part[at] = sum_m;
+                s_part[at + THREADS] = sum_c;
+                s_part[at + 2u * THREADS] = sum_rgb;
+            }
+        }
+        workgroupBarrier();
+        // Sum the partials of each (splat, vec4) in a fixed order; one atomic per non-zero component.
+        for (var pr = li; pr < 3u * cnt; pr = pr + THREADS) {
+            let base = pr * THREADS;
+            var acc = vec4<f32>(0.0);
+            var m = mask0;
+            while (m != 0u) {
+                acc = acc + s_part[base + countTrailingZeros(m)];
+                m = m & (m - 1u);
+            }
+            m = mask1;
+            while (m != 0u) {
+                acc = acc + s_part[base + 32u + countTrailingZeros(m)];
+                m = m & (m - 1u);
+            }
+            let dst = s_id[ids_off + pr / 3u] * GRAD_STRIDE + 4u * (pr % 3u);
+            if (acc.x != 0.0) {
+                grad_add(dst, acc.x);
+            }
+            if (acc.y != 0.0) {
+                grad_add(dst + 1u, acc.y);
+            }
+            if (acc.z != 0.0) {
+                grad_add(dst + 2u, acc.z);
+            }
+        }
+        // The next round writes s_part only after its load barrier, which every thread reaches
+        // after finishing this reduction; s_id alternates halves.
+    }
+}

@@ -1,0 +1,283 @@
+"""The training step on the device vs the NumPy reference: gradients per parameter group (every
+accumulation variant), loss, Adam, densification statistics, a 200-step fit on both paths, and no
+host read-back or allocation inside a step."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+import numpy as np
+import pytest
+
+from wgsl_splat.camera import Camera
+from wgsl_splat.gpu.adam import GpuAdam, ParamLayout
+from wgsl_splat.gpu.loss import GpuLoss
+from wgsl_splat.gpu.pool import BufferPool
+from wgsl_splat.gpu.shaders import ShaderLibrary
+from wgsl_splat.gpu.step import GpuTrainStep
+from wgsl_splat.gradcheck import TOLERANCE, compare, compare_backward, make_problem, rel_error
+from wgsl_splat.model import GaussianModel, rgb_to_sh_dc
+from wgsl_splat.optim import AdamState, OptimConfig, adam_step
+from wgsl_splat.random_scene import random_scene
+from wgsl_splat.reference import loss_and_grad, render
+from wgsl_splat.step import CpuTrainStep, ndc_grad_norm
+
+VARIANTS = [(True, True), (True, False), (False, True), (False, False)]   # float atomics, subgroups
+
+
+def fresh_seed() -> int:
+    return int(np.random.SeedSequence().entropy % (1 << 32))
+
+
+def assert_all_ok(errors, where):
+    bad = [f"{e.group}: {e.rel_error:.2e}" for e in errors if not e.ok]
+    assert not bad, f"{where}: {', '.join(bad)}"
+
+
+def variant_ids(v):
+    return f"{'float' if v[0] else 'cas'}-{'subgroup' if v[1] else 'workgroup'}"
+
+
+@pytest.mark.parametrize("variant", VARIANTS, ids=variant_ids)
+@pytest.mark.parametrize("n,size", [(150, (70, 50)), (37, (33, 17))])
+def test_gradients_match_reference(gpu_ctx, variant, n, size):
+    """Loss-driven: random scenes with the edge cases (behind the camera, off-screen, tiny, huge,
+    opaque stacks, beyond the frustum clamp), image sizes not multiples of 16, N not a power of 2."""
+    seed = fresh_seed()
+    model, cam, target = make_problem(seed, n, *size)
+    step = GpuTrainStep(gpu_ctx, model, OptimConfig(), (0.1, 0.2, 0.3), float_atomics=variant[0],
+                        subgroups=variant[1])
+    assert_all_ok(compare(step, model, cam, target), f"seed {seed} {step.backward.variant}")
+
+
+@pytest.mark.parametrize("degree,active", [(0, None), (1, None), (2, 1), (3, 0), (3, None)])
+def test_backward_from_given_image_gradient(gpu_ctx, degree, active):
+    seed = fresh_seed()
+    rng = np.random.default_rng(seed)
+    model, cam = random_scene(rng, 120, 64, 48, sh_degree=degree, dtype=np.float32)
+    dimg = rng.normal(0, 1e-3, (cam.height, cam.width, 3)).astype(np.float32)
+    step = GpuTrainStep(gpu_ctx, model, OptimConfig())
+    errors = compare_backward(step, model, cam, dimg, active_sh_degree=active)
+    assert_all_ok(errors, f"seed {seed}")
+    sh = step.gradients(cam, dL_dimage=dimg, active_sh_degree=active).params.sh
+    k_active = (min(degree, 3 if active is None else active) + 1) ** 2
+    assert np.all(sh[:, k_active:] == 0), "bands above the active degree must get no gradient"
+
+
+def _front_camera(w=64, h=48):
+    return Camera.look_at((0.0, 0.0, -4.0), (0.0, 0.0, 0.0), width=w, height=h, fov_x_deg=50)
+
+
+def _model(means, log_scale=-1.0, opacity_logit=0.0) -> GaussianModel:
+    means = np.atleast_2d(np.asarray(means, np.float64))
+    n = len(means)
+    sh = np.zeros((n, 4, 3))
+    sh[:, 0] = rgb_to_sh_dc(np.array([0.8, 0.3, 0.1]))
+    sh[:, 1:] = 0.1
+    quats = np.tile([1.0, 0.2, -0.1, 0.05], (n, 1))
+    # Anisotropic: an isotropic splat's rotation has exactly zero gradient (no relative error).
+    log_scales = log_scale + np.array([0.0, -0.4, 0.3])
+    return GaussianModel(means, np.tile(log_scales, (n, 1)), quats, np.full(n, opacity_logit),
+                         sh).astype(np.float32)
+
+
+def test_no_visible_splat_has_zero_gradients(gpu_ctx):
+    model = _model([[0.0, 0.0, -6.0], [0.3, 0.0, -5.0]])        # all behind the camera
+    cam = _front_camera()
+    target = np.full((cam.height, cam.width, 3), 0.5, np.float32)
+    step = GpuTrainStep(gpu_ctx, model, OptimConfig())
+    g = step.gradients(cam, target)
+    assert all(np.all(a == 0) for a in g.params.arrays().values())
+    ref_loss = loss_and_grad(np.zeros_like(target), target)[0]
+    assert abs(g.loss - ref_loss) < 1e-5 * ref_loss
+
+
+def test_one_splat_covering_the_whole_image(gpu_ctx):
+    model = _model([[0.05, -0.02, 0.0]], log_scale=np.log(3.0), opacity_logit=1.0)
+    cam = _front_camera(50, 37)
+    target = np.random.default_rng(1).uniform(0, 1, (cam.height, cam.width, 3)).astype(np.float32)
+    step = GpuTrainStep(gpu_ctx, model, OptimConfig())
+    assert_all_ok(compare(step, model, cam, target), "whole-image splat")
+
+
+def test_more_than_65535_intersections(gpu_ctx):
+    rng = np.random.default_rng(fresh_seed())
+    n = 400
+    model = _model(rng.uniform(-0.5, 0.5, (n, 3)) * [1, 1, 0.2], log_scale=np.log(2.0),
+                   opacity_logit=-4.0)                          # faint and huge: no early stop
+    cam = _front_camera(256, 192)                               # 192 tiles per splat
+    target = rng.uniform(0, 1, (cam.height, cam.width, 3)).astype(np.float32)
+    step = GpuTrainStep(gpu_ctx, model, OptimConfig())
+    errors = compare(step, model, cam, target)
+    assert step.renderer.last_count > 65535
+    assert_all_ok(errors, "more than 65535 intersections")
+
+
+@pytest.mark.parametrize("variant", ["tiled", "lines"])
+@pytest.mark.parametrize("size", [(37, 23), (70, 50), (16, 16)])
+def test_loss_matches_reference(gpu_ctx, variant, size):
+    rng = np.random.default_rng(fresh_seed())
+    w, h = size
+    img = rng.uniform(0, 1, (h, w, 3)).astype(np.float32)
+    gt = np.clip(img + rng.normal(0, 0.1, img.shape), 0, 1).astype(np.float32)
+    gpu_loss = GpuLoss(gpu_ctx, BufferPool(gpu_ctx), variant=variant)
+    loss, grad, parts = gpu_loss.compute(img, gt)
+    ref_loss, ref_grad, ref_parts = loss_and_grad(img.astype(np.float64), gt.astype(np.float64))
+    assert abs(loss - ref_loss) <= 1e-5 * ref_loss
+    assert abs(parts["ssim"] - ref_parts["ssim"]) <= 1e-5 and abs(parts["l1"] - ref_parts["l1"]) <= 1e-6
+    assert rel_error(grad, ref_grad)[0] <= 1e-4
+
+
+def test_adam_matches_reference(gpu_ctx):
+    rng = np.random.default_rng(fresh_seed())
+    model = GaussianModel.random(301, rng, sh_degree=3, dtype=np.float32)
+    config = OptimConfig().with_scene(2.5, 1000)
+    pool = BufferPool(gpu_ctx)
+    adam = GpuAdam(gpu_ctx, pool, ShaderLibrary(gpu_ctx), config, zero_grads=True)
+    layout = ParamLayout.flat(len(model), model.sh.shape[1])
+    adam.configure(layout)
+    pool.write("params", ParamLayout.pack(model))
+    state = AdamState.zeros_for(model)
+    adam.upload_state(state)
+    host = model.copy()
+    for _ in range(3):
+        grads = model.map(lambda a: rng.normal(0, 1e-2, a.shape).astype(np.float32))
+        pool.write("grads", ParamLayout.pack(grads))
+        adam.run()
+        adam_step(host, grads, state, config)
+    gpu = ParamLayout.unpack(pool.read_array("params", np.float32, layout.total), len(model), 16)
+    for name, a in gpu.arrays().items():
+        np.testing.assert_allclose(a, host.arrays()[name], rtol=1e-6, atol=1e-7, err_msg=name)
+    assert not np.any(pool.read_array("grads", np.float32, layout.total)), "gradients are cleared"
+    moments = adam.read_state(len(model), 16)
+    np.testing.assert_allclose(ParamLayout.pack(moments.v), ParamLayout.pack(state.v), rtol=1e-5)
+
+
+def _fit_problem(seed):
+    rng = np.random.default_rng(seed)
+    target_model, cam = random_scene(rng, n=40, width=40, height=32, sh_degree=1, edge_cases=False,
+                                     dtype=np.float32)
+    target = render(target_model, cam).image.astype(np.float32)
+    start = target_model.copy()
+    start.means += rng.normal(0, 0.05, start.means.shape).astype(np.float32)
+    start.sh[:, 0] += rng.normal(0, 0.5, start.sh[:, 0].shape).astype(np.float32)
+    config = replace(OptimConfig(), means_lr_init=2e-3, means_lr_final=2e-4).with_scene(1.0, 200)
+    return start, cam, target, config
+
+
+def test_200_step_fit_reaches_the_same_loss_on_both_paths(gpu_ctx):
+    seed = fresh_seed()
+    start, cam, target, config = _fit_problem(seed)
+    cpu = CpuTrainStep(start, config)
+    gpu = GpuTrainStep(gpu_ctx, start, config)
+    for _ in range(200):
+        cpu.step(cam, target, view_id=0)
+        gpu.step(cam, target, view_id=0)
+    lc, lg = cpu.take_losses(), gpu.take_losses()
+    assert len(lc) == len(lg) == 200
+    assert abs(lg[0] - lc[0]) <= 1e-5 * lc[0], f"seed {seed}: first losses {lg[0]} vs {lc[0]}"
+    assert lc[-1] < 0.5 * lc[0] and lg[-1] < 0.5 * lg[0], f"seed {seed}: no fit {lc[-1]}, {lg[-1]}"
+    assert abs(lg[-1] - lc[-1]) <= 0.02 * lc[-1], f"seed {seed}: final losses {lg[-1]} vs {lc[-1]}"
+    np.testing.assert_allclose(gpu.get_model().means, cpu.get_model().means, atol=2e-3)
+
+
+def test_one_step_equals_cpu_step_with_statistics(gpu_ctx):
+    seed = fresh_seed()
+    model, cam, target = make_problem(seed, 120, 60, 44)
+    config = OptimConfig().with_scene(1.0, 100)
+    cpu = CpuTrainStep(model, config)
+    gpu = GpuTrainStep(gpu_ctx, model, config)
+    cpu.step(cam, target)
+    gpu.step(cam, target)
+    mc, ac, sc = cpu.get_state()
+    mg, ag, sg = gpu.get_state()
+    assert ag.step == ac.step == 1
+    for name, a in mg.arrays().items():
+        # One Adam step moves each parameter by ≈ lr·sign(g): equal unless g is ~0 (sign flips).
+        close = np.isclose(a, mc.arrays()[name], rtol=1e-5, atol=1e-6)
+        assert close.mean() > 0.99, f"seed {seed}: {name} differs in {np.sum(~close)} entries"
+    np.testing.assert_array_equal(sg.denom, sc.denom, err_msg=f"seed {seed}")
+    np.testing.assert_array_equal(sg.max_radii, sc.max_radii, err_msg=f"seed {seed}")
+    assert rel_error(sg.grad_accum, sc.grad_accum)[0] <= TOLERANCE, f"seed {seed}"
+    assert np.all(sg.grad_accum[sg.denom == 0] == 0)
+
+
+def test_no_readback_or_allocation_inside_steps(gpu_ctx):
+    model, cam, target = make_problem(fresh_seed(), 200, 64, 48)
+    step = GpuTrainStep(gpu_ctx, model, OptimConfig(), history=64)
+    for _ in range(3):   # warm-up: capacity check after upload, target upload, pipelines
+        step.step(cam, target, view_id=0)
+    step.take_losses()
+    before = dict(step.counters)
+    for _ in range(40):
+        step.step(cam, target, view_id=0)
+    after = dict(step.counters)
+    for key in ("readbacks", "buffers_created", "bind_groups_created", "bytes_allocated"):
+        assert after[key] == before[key], f"{key} changed inside 40 steps: {before[key]} -> {after[key]}"
+    losses = step.take_losses()
+    assert len(losses) == 40 and all(np.isfinite(losses))
+    assert step.counters["readbacks"] == before["readbacks"] + 1, "one read for 40 steps' losses"
+
+
+def test_more_steps_than_the_ring_read_once_per_ring(gpu_ctx):
+    model, cam, target = make_problem(fresh_seed(), 50, 32, 32)
+    step = GpuTrainStep(gpu_ctx, model, OptimConfig(), history=8)
+    step.step(cam, target, view_id=0)
+    step.take_losses()
+    before = step.counters["readbacks"]
+    for _ in range(20):
+        step.step(cam, target, view_id=0)
+    assert step.counters["readbacks"] - before == 2       # rings full after steps 8 and 16
+    assert len(step.take_losses()) == 20
+
+
+def test_repeated_gradients_vary_only_by_atomic_reordering(gpu_ctx):
+    """Determinism: float atomics add the per-tile partial sums of a splat in whatever order the
+    tiles finish, so the last bits of a gradient may differ between runs; nothing else does."""
+    model, cam, target = make_problem(fresh_seed(), 300, 96, 64)
+    step = GpuTrainStep(gpu_ctx, model, OptimConfig())
+    a = step.gradients(cam, target)
+    b = step.gradients(cam, target)
+    assert a.loss == b.loss
+    for name, g in a.params.arrays().items():
+        assert rel_error(g, b.params.arrays()[name])[0] <= 1e-5, name
+
+
+def test_capacity_grows_after_upload_before_training(gpu_ctx):
+    model, cam, target = make_problem(fresh_seed(), 300, 96, 64)
+    step = GpuTrainStep(gpu_ctx, model, OptimConfig())
+    step.renderer._set_capacity(1024)                     # far too small for this scene
+    step.set_state(*step.get_state())
+    step.step(cam, target)
+    step.take_losses()
+    assert step.renderer.capacity >= step.renderer.last_count > 1024
+    assert step.overflowed_steps == 0
+
+
+def test_state_round_trip(gpu_ctx):
+    rng = np.random.default_rng(fresh_seed())
+    model = GaussianModel.random(77, rng, sh_degree=2, dtype=np.float32)
+    adam = AdamState(model.map(lambda a: rng.normal(size=a.shape).astype(np.float32)),
+                     model.map(lambda a: rng.uniform(size=a.shape).astype(np.float32)), 17)
+    stats = type(CpuTrainStep(model, OptimConfig()).stats)(
+        *(rng.uniform(size=77).astype(np.float32) for _ in range(3)))
+    step = GpuTrainStep(gpu_ctx, model, OptimConfig(), adam=adam)
+    step.set_state(model, adam, stats)
+    m, a, s = step.get_state()
+    for name, arr in m.arrays().items():
+        np.testing.assert_array_equal(arr, model.arrays()[name])
+    np.testing.assert_array_equal(ParamLayout.pack(a.m), ParamLayout.pack(adam.m))
+    assert a.step == 17
+    np.testing.assert_array_equal(s.denom, stats.denom)
+
+
+def test_densification_statistic_is_ndc_gradient_norm(gpu_ctx):
+    model, cam, target = make_problem(fresh_seed(), 80, 48, 40)
+    step = GpuTrainStep(gpu_ctx, model, OptimConfig())
+    g = step.gradients(cam, target)          # leaves the statistics alone
+    assert not np.any(step.get_state()[2].denom)
+    step.step(cam, target)
+    stats = step.get_state()[2]
+    vis = stats.denom > 0
+    np.testing.assert_allclose(stats.grad_accum[vis], ndc_grad_norm(g.screen[vis, :2], 48, 40),
+                               rtol=1e-4, atol=1e-9)

@@ -1,0 +1,114 @@
+"""Backward passes of the GPU step (DESIGN.md §3 stages 8-9), recorded into the caller's pass.
+
+- ``shaders/raster_backward.wgsl``: one workgroup per tile, back to front, per-splat gradients of
+  the 2D mean, conic, colour and opacity accumulated into ``grad2d`` (12 floats per splat) with one
+  global atomic per non-zero component per splat per round of ``batch`` splats per tile. The atomic
+  is a hardware float atomic when the adapter has ``shader-float32-atomic`` and a compare-and-swap
+  loop on ``atomic<u32>`` otherwise (``float_atomics=False`` forces it, for tests and DX12 parity).
+  Partial sums are reduced per subgroup first (``subgroupAdd``) where the adapter has subgroups,
+  otherwise through workgroup memory per thread (``subgroups=False`` forces it).
+- ``shaders/project_backward.wgsl``: one thread per Gaussian, chains ``grad2d`` to every stored
+  parameter (into ``grads``, the flat layout of ``params``), zeroes ``grad2d`` for the next step and
+  accumulates the densification statistics in ``densify_stats`` (``grad_accum N | denom N |
+  max_radii N``).
+
+Both read the forward pass's buffers by the renderer's pool names, so the backward pass reuses the
+forward's sort, ranges, final transmittance and last-contributor index instead of recomputing them.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from .pool import BufferPool
+from .renderer import GpuRenderer
+from .runtime import GpuContext, GpuError
+from .shaders import ShaderLibrary
+from .sort import grid_2d
+
+GRAD2D_FLOATS = 12          # per splat: (mean2d x, y, opacity, -), (conic a, b, c, -), (r, g, b, -)
+PARTIALS_BYTES = 12288      # workgroup memory for the per-round partial sums of raster_backward
+
+
+class GpuBackward:
+    """Records rasterisation backward and projection backward (2 dispatches)."""
+
+    DISPATCHES = 2
+
+    def __init__(self, ctx: GpuContext, pool: BufferPool, lib: ShaderLibrary, renderer: GpuRenderer,
+                 *, float_atomics: bool | None = None, subgroups: bool | None = None,
+                 rows: int | None = None) -> None:
+        self.ctx = ctx
+        self.pool = pool
+        self.lib = lib
+        self.renderer = renderer
+        if float_atomics is None:
+            float_atomics = ctx.has_float_atomics
+        if float_atomics and not ctx.has_float_atomics:
+            raise GpuError(f"{ctx.name} has no shader-float32-atomic; use the compare-and-swap variant")
+        self.float_atomics = bool(float_atomics)
+        if subgroups is None:
+            subgroups = ctx.has_subgroups
+        if subgroups and not ctx.has_subgroups:
+            raise GpuError(f"{ctx.name} has no subgroup operations; use the workgroup reduction")
+        self.subgroups = bool(subgroups)
+        rows = rows or renderer.raster_rows
+        if rows not in (4, 8, 16):
+            raise ValueError("rows must be 4, 8 or 16")
+        threads = 16 * (16 // rows)
+        self.rows = rows
+        self.batch = min(threads, PARTIALS_BYTES // (48 * threads))
+        self._raster = lib.module("raster_backward", {
+            "ROWS": rows, "THREADS_Y": 16 // rows, "BATCH": self.batch,
+            "ATOMICS": "atomic_float.wgsl" if self.float_atomics else "atomic_cas.wgsl",
+            "PARTIALS": "partials_subgroup.wgsl" if self.subgroups else "partials_workgroup.wgsl"})
+        self._project = lib.module("project_backward")
+        self.num = 0
+
+    @property
+    def variant(self) -> str:
+        return (f"{'float atomics' if self.float_atomics else 'CAS loop'}, "
+                f"{'subgroup' if self.subgroups else 'workgroup'} reduction")
+
+    def configure(self, n: int, stats: np.ndarray | None = None) -> None:
+        """Size the per-splat buffers for ``n`` Gaussians; ``stats`` (3, n) float32 (grad_accum,
+        denom, max_radii) replaces the densification statistics (zeros when None). ``grad2d`` is
+        cleared so that the next backward pass accumulates into zeros."""
+        self.num = int(n)
+        m = max(self.num, 1)
+        self.pool.get("grad2d", 4 * GRAD2D_FLOATS * m)
+        self.pool.get("densify_stats", 12 * m)
+        data = np.zeros((3, m), np.float32) if stats is None else np.asarray(stats, np.float32)
+        self.pool.write("densify_stats", data)
+        with self.ctx.guard("clearing the screen-space gradients"):
+            enc = self.ctx.device.create_command_encoder(label="clear grad2d")
+            enc.clear_buffer(self.pool["grad2d"])
+            self.ctx.queue.submit([enc.finish()])
+
+    def encode_raster(self, cpass, grad_image: str = "grad_image") -> None:
+        r = self.renderer
+        cpass.set_pipeline(self._raster.pipeline("rasterize_backward"))
+        cpass.set_bind_group(0, self.pool.bind_group(self._raster, 0, {
+            0: "render_params", 1: "splats", 2: "isect_ids", 3: "ranges", 4: "final_t",
+            5: "last_contrib", 6: grad_image, 7: "grad2d"}))
+        cpass.dispatch_workgroups(r.tiles_x, r.tiles_y)
+
+    def encode_project(self, cpass, *, stats: bool = True) -> None:
+        if not self.num:
+            return
+        cpass.set_pipeline(self._project.pipeline("project_backward", {"STATS": int(stats)}))
+        cpass.set_bind_group(0, self.pool.bind_group(self._project, 0, {
+            0: "render_params", 1: "params", 2: "splats", 3: "grad2d", 4: "grads",
+            5: "densify_stats"}))
+        cpass.dispatch_workgroups(*grid_2d(-(-self.num // 256)))
+
+    def encode(self, cpass, grad_image: str = "grad_image", *, stats: bool = True) -> None:
+        """Both stages (the forward pass and dL/dimage must already be recorded)."""
+        if self.num:
+            self.encode_raster(cpass, grad_image)
+        self.encode_project(cpass, stats=stats)
+
+    def read_stats(self) -> np.ndarray:
+        """(3, N) float32: grad_accum, denom, max_radii (blocking read)."""
+        n = self.num
+        return self.pool.read_array("densify_stats", np.float32, 3 * n).reshape(3, n)

@@ -1,0 +1,294 @@
+"""The training step on the device: one command encoder, one compute pass, one submit per step.
+
+Per step (DESIGN.md §3), all recorded into a single compute pass on buffers that stay on the device:
+
+    forward (renderer.py: project, depth sort, emission, scan, rasterise)
+    loss + dL/dimage (loss.py)
+    rasterisation backward, projection backward + densification statistics (backward.py)
+    Adam in place (adam.py)
+
+The host writes three small uniforms per step (camera, Adam step sizes; the loss's only when the
+image size changes) and nothing else: the target image is uploaded once per view and kept on the
+device (``view_id``), and nothing is read back inside a step. The loss and the intersection
+counters of each step land in device ring buffers of ``history`` slots; the host reads a whole ring
+at once (one blocking read per ``history`` steps at most, or when :meth:`take_losses` is called).
+That read is also where an intersection overflow is noticed: emission never writes past the
+capacity, the buffers grow for the following steps and :attr:`overflowed_steps` counts the steps
+that were rendered with clipped intersections. After :meth:`set_state` (densification, resume) the
+first step renders once with a 16-byte count check first, so a grown model never trains clipped.
+
+:attr:`counters` (``readbacks``, ``buffers_created``, ``bind_groups_created`` of the pool) lets a
+test assert that steady-state steps create nothing and read nothing back.
+"""
+
+from __future__ import annotations
+
+from collections import OrderedDict
+from dataclasses import dataclass
+
+import numpy as np
+
+from ..camera import Camera
+from ..model import GaussianModel
+from ..optim import AdamState, OptimConfig
+from ..step import DEFAULT_LAMBDA_DSSIM, DensifyStats, TrainStep
+from .adam import GpuAdam, ParamLayout
+from .backward import GRAD2D_FLOATS, GpuBackward
+from .loss import RESULT_BYTES, GpuLoss
+from .pool import BufferPool
+from .renderer import COUNTERS_BYTES, GpuRenderer
+from .runtime import GpuContext
+from .shaders import ShaderLibrary
+
+HISTORY = 64                      # steps per ring of losses and counters
+TARGET_CACHE_BYTES = 2 << 30      # device memory for training images kept resident
+
+
+@dataclass
+class GpuGradients:
+    """One step's gradients without the update (gradcheck, tests)."""
+
+    params: GaussianModel          # dL/d(stored parameters)
+    screen: np.ndarray             # (N, 9): mean2d x, y, opacity, conic a, b, c, colour r, g, b
+    loss: float | None             # None when dL/dimage was given
+
+
+class GpuTrainStep(TrainStep):
+    """:class:`~wgsl_splat.step.TrainStep` on the device (see the module docstring)."""
+
+    def __init__(self, ctx: GpuContext, model: GaussianModel, config: OptimConfig,
+                 background=(0.0, 0.0, 0.0), lambda_dssim: float = DEFAULT_LAMBDA_DSSIM,
+                 adam: AdamState | None = None, *, float_atomics: bool | None = None,
+                 subgroups: bool | None = None,
+                 loss_variant: str | None = None, raster_rows: int | None = None,
+                 history: int = HISTORY, target_cache_bytes: int = TARGET_CACHE_BYTES) -> None:
+        super().__init__(config, background, lambda_dssim)
+        self.ctx = ctx
+        self.pool = BufferPool(ctx)
+        self.lib = ShaderLibrary(ctx)
+        self.renderer = GpuRenderer(ctx, pool=self.pool, lib=self.lib, raster_rows=raster_rows)
+        self.loss = GpuLoss(ctx, self.pool, self.lib, lam=lambda_dssim, history=history,
+                            variant=loss_variant)
+        self.backward = GpuBackward(ctx, self.pool, self.lib, self.renderer,
+                                    float_atomics=float_atomics, subgroups=subgroups)
+        self.adam = GpuAdam(ctx, self.pool, self.lib, config, params="params", grads="grads",
+                            zero_grads=False)   # project_backward writes every gradient
+        self.history = int(history)
+        self.pool.get("step_counts", COUNTERS_BYTES * self.history)
+        self.target_cache_bytes = int(target_cache_bytes)
+        self._targets: OrderedDict = OrderedDict()   # view id -> (pool name, nbytes)
+        self._target_bytes = 0
+        self._pending = 0             # steps whose loss has not been read yet
+        self._next_slot = 0
+        self._losses: list[float] = []
+        self._verify_capacity = True
+        self.profiler = None
+        self.steps = 0
+        self.overflowed_steps = 0
+        self.max_intersections = 0
+        self.set_state(model, adam if adam is not None else AdamState.zeros_for(model),
+                       DensifyStats.zeros(len(model)))
+
+    # -- state --------------------------------------------------------------------------------------
+    @property
+    def num_gaussians(self) -> int:
+        return self.renderer.num
+
+    def set_state(self, model, adam, stats) -> None:
+        if not (len(model) == len(adam) == len(stats.denom)):
+            raise ValueError(f"sizes differ: model {len(model)}, adam {len(adam)}, stats {len(stats.denom)}")
+        self.take_losses_into_buffer()
+        model = model.astype(np.float32)
+        with self.ctx.guard("uploading the training state"):
+            self.renderer.upload_model(model)
+            self.adam.configure(ParamLayout.from_renderer(self.renderer))
+            self.adam.upload_state(adam)
+            self.backward.configure(len(model), np.stack([stats.grad_accum, stats.denom,
+                                                          stats.max_radii]))
+        self._verify_capacity = True
+
+    def get_model(self) -> GaussianModel:
+        r = self.renderer
+        flat = self.pool.read_array("params", np.float32, r.num_params)
+        return ParamLayout.unpack(flat, r.num, r.sh_coeffs)
+
+    def get_state(self):
+        r = self.renderer
+        stats = self.backward.read_stats()
+        return (self.get_model(), self.adam.read_state(r.num, r.sh_coeffs),
+                DensifyStats(stats[0].copy(), stats[1].copy(), stats[2].copy()))
+
+    @property
+    def counters(self) -> dict:
+        return self.pool.counters()
+
+    # -- targets ------------------------------------------------------------------------------------
+    def _target(self, target: np.ndarray, view_id) -> str:
+        img = np.ascontiguousarray(target, np.float32)
+        if img.ndim != 3 or img.shape[2] != 3:
+            raise ValueError(f"target must be (H, W, 3), got {img.shape}")
+        if view_id is None or img.nbytes > self.target_cache_bytes:
+            return self.loss.upload_target(img, "target_scratch")
+        hit = self._targets.get(view_id)
+        if hit is not None:
+            self._targets.move_to_end(view_id)
+            return hit[0]
+        while self._targets and self._target_bytes + img.nbytes > self.target_cache_bytes:
+            _, (old, nbytes) = self._targets.popitem(last=False)
+            self.pool.free(old)
+            self._target_bytes -= nbytes
+        name = f"target_{view_id}"
+        self.loss.upload_target(img, name)
+        self._targets[view_id] = (name, img.nbytes)
+        self._target_bytes += img.nbytes
+        return name
+
+    # -- the step -----------------------------------------------------------------------------------
+    def _begin(self, camera: Camera, active_sh_degree) -> None:
+        r = self.renderer
+        r.prepare(camera, self.background, active_sh_degree)
+        if self._verify_capacity:
+            # First step after an upload: render once with a 16-byte count check (grows the
+            # intersection buffers and re-renders if needed), so the step below is never clipped.
+            r.render(camera, self.background, readback=False, active_sh_degree=active_sh_degree)
+            r.check_capacity()
+            r.prepare(camera, self.background, active_sh_degree)
+            self._verify_capacity = False
+        self.loss.configure(camera.width, camera.height, "grad_image")
+
+    def step(self, camera: Camera, target: np.ndarray, active_sh_degree: int | None = None,
+             view_id=None) -> float | None:
+        """One step; returns None: the loss stays on the device until :meth:`take_losses`."""
+        if self._pending >= self.history:
+            self.take_losses_into_buffer()
+        self._begin(camera, active_sh_degree)
+        target_name = self._target(target, view_id)
+        slot = self._next_slot
+        stages = self.stages(target_name, slot)
+        with self.ctx.guard("encoding and submitting the training step"):
+            enc = self.ctx.device.create_command_encoder(label="train step")
+            if self.profiler is None:
+                cpass = enc.begin_compute_pass(label="train step")
+                for _name, encode in stages:
+                    encode(cpass)
+                cpass.end()
+            else:
+                self.profiler.reset()
+                for name, encode in stages:
+                    with self.profiler.stage(enc, name) as cpass:
+                        encode(cpass)
+                self.profiler.resolve(enc)
+            enc.copy_buffer_to_buffer(self.pool["counters"], 0, self.pool["step_counts"],
+                                      COUNTERS_BYTES * slot, COUNTERS_BYTES)
+            self.ctx.queue.submit([enc.finish()])
+        self._next_slot = (slot + 1) % self.history
+        self._pending += 1
+        self.steps += 1
+        return None
+
+    def stages(self, target_name: str, slot: int) -> list:
+        """``(name, encode(cpass))`` of one step, in order (all in one pass unless profiling)."""
+        def loss(cpass):
+            self.loss.encode(cpass, image="image", target=target_name, grad="grad_image", slot=slot)
+
+        stages = list(self.renderer.forward_stages()) + [("loss", loss)]
+        if self.renderer.num:
+            stages.append(("raster backward", lambda cpass: self.backward.encode_raster(cpass)))
+        stages += [("project backward", lambda cpass: self.backward.encode_project(cpass)),
+                   ("adam", lambda cpass: self.adam.encode(cpass))]
+        return stages
+
+    def enable_profiling(self, on: bool = True) -> bool:
+        """Time every stage of the following steps with timestamp queries (one pass per stage);
+        returns whether the adapter can (:meth:`stage_times` then has the last step's figures)."""
+        if on and self.profiler is None:
+            from .profiler import StageTimer  # noqa: PLC0415
+
+            timer = StageTimer(self.ctx, self.pool)
+            self.profiler = timer if timer.available else None
+        elif not on:
+            self.profiler = None
+        return self.profiler is not None
+
+    def stage_times(self) -> dict[str, float]:
+        """Device milliseconds per stage of the last profiled step (one blocking read)."""
+        return self.profiler.read() if self.profiler is not None else {}
+
+    def take_losses_into_buffer(self) -> None:
+        """Read the rings of the pending steps (one blocking read) into the host-side list."""
+        if self._pending == 0:
+            return
+        count = self._pending
+        first = (self._next_slot - count) % self.history
+        slots = [(first + j) % self.history for j in range(count)]
+        loss_bytes = RESULT_BYTES * self.history
+        with self.ctx.guard("reading the step losses back"):
+            staging = self.pool.staging(loss_bytes + COUNTERS_BYTES * self.history)
+            enc = self.ctx.device.create_command_encoder(label="read rings")
+            enc.copy_buffer_to_buffer(self.pool[self.loss.n_result], 0, staging, 0, loss_bytes)
+            enc.copy_buffer_to_buffer(self.pool["step_counts"], 0, staging, loss_bytes,
+                                      COUNTERS_BYTES * self.history)
+            self.ctx.queue.submit([enc.finish()])
+            data = self.pool.map_staging(loss_bytes + COUNTERS_BYTES * self.history)
+        losses = np.frombuffer(data, np.float32, 4 * self.history).reshape(self.history, 4)
+        counts = np.frombuffer(data, np.uint32, COUNTERS_BYTES // 4 * self.history,
+                               loss_bytes).reshape(self.history, -1)
+        self._losses.extend(float(losses[s, 0]) for s in slots)
+        totals = counts[slots, 0].astype(np.int64)
+        self.max_intersections = max(self.max_intersections, int(totals.max()))
+        cap = self.renderer.capacity
+        self.overflowed_steps += int(np.sum(totals > cap))
+        if totals.max() > 0.9 * cap:   # grow ahead of need: densification keeps adding splats
+            self.renderer.ensure_capacity(int(totals.max() * 1.25))
+        self._pending = 0
+
+    def take_losses(self) -> list[float]:
+        """Losses of the steps since the last call, in order (at most one blocking read)."""
+        self.take_losses_into_buffer()
+        out, self._losses = self._losses, []
+        return out
+
+    def render(self, camera: Camera, active_sh_degree: int | None = None) -> np.ndarray:
+        return self.renderer.render(camera, self.background, readback=True,
+                                    active_sh_degree=active_sh_degree)
+
+    # -- diagnostics --------------------------------------------------------------------------------
+    def gradients(self, camera: Camera, target: np.ndarray | None = None, *,
+                  dL_dimage: np.ndarray | None = None,
+                  active_sh_degree: int | None = None) -> GpuGradients:
+        """Forward, loss (or the given dL/dimage) and both backward passes, without the Adam update
+        and without touching the densification statistics; reads everything back."""
+        if (target is None) == (dL_dimage is None):
+            raise ValueError("pass exactly one of target and dL_dimage")
+        self.take_losses_into_buffer()
+        r = self.renderer
+        self._begin(camera, active_sh_degree)
+        if dL_dimage is None:
+            target_name = self._target(target, None)
+        else:
+            g = np.ascontiguousarray(dL_dimage, np.float32)
+            self.pool.get("grad_image", g.nbytes)
+            self.pool.write("grad_image", g)
+        n = r.num
+        self.pool.get("grad2d_copy", 4 * GRAD2D_FLOATS * max(n, 1))
+        with self.ctx.guard("computing gradients"):
+            enc = self.ctx.device.create_command_encoder(label="gradients")
+            cpass = enc.begin_compute_pass(label="forward+raster backward")
+            r.encode_forward(cpass)
+            if dL_dimage is None:
+                self.loss.encode(cpass, image="image", target=target_name, grad="grad_image", slot=0)
+            if n:
+                self.backward.encode_raster(cpass, "grad_image")
+            cpass.end()
+            enc.copy_buffer_to_buffer(self.pool["grad2d"], 0, self.pool["grad2d_copy"], 0,
+                                      4 * GRAD2D_FLOATS * max(n, 1))
+            cpass = enc.begin_compute_pass(label="projection backward")
+            self.backward.encode_project(cpass, stats=False)
+            cpass.end()
+            self.ctx.queue.submit([enc.finish()])
+        grads = ParamLayout.unpack(self.pool.read_array("grads", np.float32, r.num_params), n,
+                                   r.sh_coeffs)
+        raw = self.pool.read_array("grad2d_copy", np.float32, GRAD2D_FLOATS * n).reshape(n, GRAD2D_FLOATS)
+        screen = raw[:, [0, 1, 2, 4, 5, 6, 8, 9, 10]].copy()
+        loss = self.loss.read_loss(0).loss if dL_dimage is None else None
+        return GpuGradients(grads, screen, loss)
