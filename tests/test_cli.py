@@ -54,3 +54,20 @@ def test_bad_ply_is_a_clear_error(tmp_path):
     result = CliRunner().invoke(main, ["render", str(bad), "--out", str(tmp_path / "o")])
     assert result.exit_code == 1
     assert "lacks properties" in result.output and "Traceback" not in result.output
+
+
+def test_gradcheck_command_passes_and_fails_loudly():
+    from click.testing import CliRunner
+
+    from wgsl_splat.cli import main
+
+    runner = CliRunner()
+    res = runner.invoke(main, ["gradcheck", "-n", "60", "--width", "40", "--height", "30",
+                               "--variants", "default", "--seed", "3"])
+    assert res.exit_code == 0, res.output
+    for group in ("loss", "screen mean2d", "means", "log_scales", "quats", "opacity_logits", "sh"):
+        assert group in res.output
+    assert "all passed" in res.output
+    res = runner.invoke(main, ["gradcheck", "-n", "60", "--width", "40", "--height", "30",
+                               "--variants", "default", "--seed", "3", "--tolerance", "0"])
+    assert res.exit_code == 1 and "FAIL" in res.output

@@ -117,6 +117,28 @@ def eval_cmd(out_dir, data, iteration, device):
 
 
 @main.command()
+@click.option("-n", "--gaussians", type=click.IntRange(min=1), default=500, show_default=True)
+@click.option("--width", type=click.IntRange(min=1), default=120, show_default=True)
+@click.option("--height", type=click.IntRange(min=1), default=90, show_default=True)
+@click.option("--seed", type=int, default=None, help="Random scene seed (default: a fresh one, printed).")
+@click.option("--sh-degree", type=click.IntRange(0, 3), default=3, show_default=True)
+@click.option("--variants", type=click.Choice(["default", "all"]), default="all", show_default=True,
+              help="all: every accumulation variant the adapter supports (float atomics / CAS loop, "
+                   "subgroup / workgroup reduction); default: the one training uses.")
+@click.option("--tolerance", type=click.FloatRange(min=0), default=1e-3, show_default=True,
+              help="Largest relative error ‖g_gpu − g_cpu‖/‖g_cpu‖ that passes.")
+@click.option("--adapter", "adapter_filter", default=None, help="Use the first GPU adapter whose name contains this.")
+def gradcheck(gaussians, width, height, seed, sh_degree, variants, tolerance, adapter_filter):
+    """Compare one step's gradients on the GPU with the NumPy reference (float64) on a random scene.
+
+    Prints the relative error per parameter group; exits with status 1 if any exceeds --tolerance.
+    """
+    from . import commands
+
+    commands.gradcheck(gaussians, width, height, seed, sh_degree, variants, tolerance, adapter_filter)
+
+
+@main.command()
 def devices():
     """List the wgpu adapters (GPU and software) this machine offers."""
     from . import commands

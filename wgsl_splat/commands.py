@@ -273,3 +273,36 @@ def devices() -> None:
         return
     for i, adapter in enumerate(adapters):
         click.echo(f"[{i}] {adapter_summary(adapter)}")
+
+
+def gradcheck(n, width, height, seed, sh_degree, variants, tolerance, adapter_filter) -> None:
+    import click
+
+    from .gpu.runtime import GpuError, select_device
+    from .gpu.step import GpuTrainStep
+    from .gradcheck import compare, format_table, make_problem
+    from .optim import OptimConfig
+
+    try:
+        ctx = select_device("gpu", adapter_filter, echo=click.echo)
+    except GpuError as exc:
+        raise UserError(f"gradcheck needs a GPU adapter: {exc}") from None
+    if seed is None:
+        seed = int(np.random.SeedSequence().entropy % (1 << 32))
+    model, cam, target = make_problem(seed, n, width, height, sh_degree)
+    click.echo(f"Random scene: seed {seed}, {n} Gaussians (edge cases included), SH degree "
+               f"{sh_degree}, {width}x{height}")
+    combos = [(None, None)]
+    if variants == "all":
+        combos = [(fa, sg) for fa in (True, False) for sg in (True, False)
+                  if (ctx.has_float_atomics or not fa) and (ctx.has_subgroups or not sg)]
+    failed = False
+    for fa, sg in combos:
+        step = GpuTrainStep(ctx, model, OptimConfig(), float_atomics=fa, subgroups=sg)
+        errors = compare(step, model, cam, target, tolerance=tolerance)
+        click.echo(f"\nGPU ({step.backward.variant}) vs NumPy reference (float64):")
+        click.echo(format_table(errors))
+        failed |= not all(e.ok for e in errors)
+    click.echo("\nFAILED: some gradients differ by more than the tolerance" if failed else "\nall passed")
+    if failed:
+        raise SystemExit(1)
