@@ -42,8 +42,9 @@ def run(out, cfg, resume=None, factory=cpu_factory, on_step=None):
     losses = {}
     trainer = Trainer(tiny_dataset(), cfg, str(out), factory, log=lambda m: None)
     try:
-        summary = trainer.run(resume=resume, progress=lambda it, loss, tr: losses.__setitem__(it, tr.step.last.loss),
-                              on_step=on_step)
+        # per-step losses where the path has them for free (NumPy); the GPU path reads them in batches
+        summary = trainer.run(resume=resume, on_step=on_step, progress=lambda it, loss, tr: losses.__setitem__(
+            it, tr.step.last.loss if hasattr(tr.step, "last") else loss))
     finally:
         trainer.close()
     return trainer, summary, losses
@@ -94,11 +95,11 @@ class NaNAfter(CpuTrainStep):
 
     bad_at = 11
 
-    def step(self, camera, target, active_sh_degree=None):
+    def step(self, camera, target, active_sh_degree=None, view_id=None):
         self.count = getattr(self, "count", 0) + 1
         if self.count >= self.bad_at:
             self.model.means[0] = np.nan
-        return super().step(camera, target, active_sh_degree)
+        return super().step(camera, target, active_sh_degree, view_id)
 
 
 def test_divergence_stops_and_keeps_last_good_checkpoint(tmp_path):

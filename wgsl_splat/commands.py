@@ -150,8 +150,8 @@ def make_step_factory(device: str, adapter_filter: str | None, echo):
 
 
 def train(data, out_dir, preset, iters, eval_split, resolution, device, adapter_filter, sh_degree,
-          densify_from, densify_until, densify_every, densify_grad_threshold, white_background, seed,
-          resume, eval_at) -> None:
+          densify_from, densify_until, densify_every, densify_grad_threshold, opacity_reset_every,
+          white_background, seed, resume, eval_at) -> None:
     import click
 
     from .config import preset as make_preset
@@ -170,7 +170,8 @@ def train(data, out_dir, preset, iters, eval_split, resolution, device, adapter_
     if sh_degree is not None:
         cfg.sh_degree = sh_degree
     for name, value in (("start", densify_from), ("stop", densify_until), ("every", densify_every),
-                        ("grad_threshold", densify_grad_threshold)):
+                        ("grad_threshold", densify_grad_threshold),
+                        ("opacity_reset_every", opacity_reset_every)):
         if value is not None:
             setattr(cfg.densify, name, value)
     cfg.seed = seed
@@ -195,7 +196,8 @@ def train(data, out_dir, preset, iters, eval_split, resolution, device, adapter_
     def progress(it, loss, tr):
         rate = (it - state.get("first", it)) / max(time.perf_counter() - state["t0"], 1e-9)
         state.setdefault("first", it - 1)
-        bar.update(it - state["done"], f"loss {loss:.4f} N {tr.step.num_gaussians} {rate:.2f} it/s")
+        shown = "…" if loss is None else f"{loss:.4f}"
+        bar.update(it - state["done"], f"loss {shown} N {tr.step.num_gaussians} {rate:.2f} it/s")
         state["done"] = it
 
     try:

@@ -38,12 +38,22 @@ class TrainingError(RuntimeError):
 
 @dataclass
 class Timing:
-    """Wall time per phase, for the Amdahl view in the log: step vs host-side bookkeeping."""
+    """Wall time per phase, for the Amdahl view in the log: ``step (host)`` is computing the step on
+    the NumPy path but only encoding and submitting it on the GPU path, whose device work shows up
+    as ``device wait`` (the host blocked on the loss read-back); the rest is host bookkeeping."""
 
     totals: dict = field(default_factory=dict)
 
     def add(self, name: str, seconds: float) -> None:
         self.totals[name] = self.totals.get(name, 0.0) + seconds
+
+    def split_step(self, blocked: float) -> None:
+        """Split the ``step`` total into host work and the part spent blocked on the device."""
+        step = self.totals.pop("step", 0.0)
+        blocked = min(max(blocked, 0.0), step)
+        self.totals["step (host)"] = step - blocked
+        if blocked:
+            self.totals["device wait"] = blocked
 
     def summary(self) -> str:
         total = sum(self.totals.values()) or 1.0
@@ -255,50 +265,81 @@ class Trainer:
 
         old_handler = signal.signal(signal.SIGINT, on_sigint) if _main_thread() else None
         t_start = time.perf_counter()
+        blocked_at_start = getattr(self.step, "blocked_seconds", 0.0)
         it = start
         loss_ema = None
         zero_grad_warned = False
+        # Losses are read in batches: the GPU path keeps them on the device (one read per batch),
+        # so a NaN is noticed at most this many steps late -- and always before a checkpoint.
+        loss_every = max(1, min(cfg.log_every, 25))
+        can_profile = hasattr(self.step, "enable_profiling")
+
+        def check_losses(upto: int):
+            nonlocal loss_ema
+            t = time.perf_counter()
+            for loss in self.step.take_losses():
+                if not math.isfinite(loss):
+                    raise TrainingError(
+                        f"the loss became {loss} by step {upto}: training diverged. The last good "
+                        f"checkpoint is {last_good or 'none (diverged before the first checkpoint)'}; "
+                        f"resume from it with lower learning rates or report the scene.")
+                loss_ema = loss if loss_ema is None else 0.9 * loss_ema + 0.1 * loss
+            self.timing.add("step", time.perf_counter() - t)
+
         try:
             for it in range(start + 1, cfg.iters + 1):
                 t0 = time.perf_counter()
                 view = self.next_view()
                 target = self.train_image(view)
                 t1 = time.perf_counter()
-                loss = self.step.step(self.dataset.cameras[view], target, self.active_sh_degree(it))
+                profile = can_profile and it % cfg.log_every == 0 and self.step.enable_profiling(True)
+                self.step.step(self.dataset.cameras[view], target, self.active_sh_degree(it),
+                               view_id=view)
                 t2 = time.perf_counter()
                 self.timing.add("data", t1 - t0)
                 self.timing.add("step", t2 - t1)
-                if not math.isfinite(loss):
-                    raise TrainingError(
-                        f"the loss became {loss} at step {it}: training diverged. The last good checkpoint "
-                        f"is {last_good or 'none (diverged before the first checkpoint)'}; resume from it "
-                        f"with lower learning rates or report the scene.")
-                loss_ema = loss if loss_ema is None else 0.9 * loss_ema + 0.1 * loss
+                densify_now = it < dcfg.stop and it > dcfg.start and it % dcfg.every == 0
+                reset_now = it < dcfg.stop and it % dcfg.opacity_reset_every == 0
+                output_now = (it in cfg.eval_at or it in cfg.save_at or it % cfg.checkpoint_every == 0
+                              or it == cfg.iters)
+                log_now = it % cfg.log_every == 0 or it == cfg.iters
+                if it % loss_every == 0 or densify_now or reset_now or output_now or log_now or interrupted:
+                    check_losses(it)
+                stages = {}
+                if profile:
+                    stages = self.step.stage_times()
+                    self.step.enable_profiling(False)
 
-                if it < dcfg.stop:
-                    if it > dcfg.start and it % dcfg.every == 0:
-                        t3 = time.perf_counter()
-                        model, adam, stats = self.step.get_state()
-                        if not np.any(stats.grad_accum > 0) and not zero_grad_warned:
-                            self.log("WARNING: densification statistics are all zero — no gradient "
-                                     "reached the screen-space means; no Gaussian can densify.")
-                            zero_grad_warned = True
-                        model, adam, stats, report = densify_and_prune(
-                            model, adam, stats, dcfg, self.extent, it > dcfg.opacity_reset_every, self.rng)
-                        self.step.set_state(model, adam, stats)
-                        self.log(f"step {it}: {report.line()}", echo=False)
-                        self.timing.add("densify", time.perf_counter() - t3)
-                    if it % dcfg.opacity_reset_every == 0:
-                        model, adam, stats = self.step.get_state()
-                        reset_opacity(model, adam, dcfg.reset_opacity)
-                        self.step.set_state(model, adam, stats)
-                        self.log(f"step {it}: opacity reset to ≤ {dcfg.reset_opacity}", echo=False)
+                if densify_now:
+                    t3 = time.perf_counter()
+                    model, adam, stats = self.step.get_state()
+                    if not np.any(stats.grad_accum > 0) and not zero_grad_warned:
+                        self.log("WARNING: densification statistics are all zero — no gradient "
+                                 "reached the screen-space means; no Gaussian can densify.")
+                        zero_grad_warned = True
+                    model, adam, stats, report = densify_and_prune(
+                        model, adam, stats, dcfg, self.extent, it > dcfg.opacity_reset_every, self.rng)
+                    self.step.set_state(model, adam, stats)
+                    self.log(f"step {it}: {report.line()}", echo=False)
+                    self.timing.add("densify", time.perf_counter() - t3)
+                if reset_now:
+                    model, adam, stats = self.step.get_state()
+                    reset_opacity(model, adam, dcfg.reset_opacity)
+                    self.step.set_state(model, adam, stats)
+                    self.log(f"step {it}: opacity reset to ≤ {dcfg.reset_opacity}", echo=False)
 
-                if it % cfg.log_every == 0 or it == cfg.iters:
+                if log_now:
                     elapsed = time.perf_counter() - t_start
                     n = self.step.num_gaussians
-                    self.log(f"step {it}/{cfg.iters} loss {loss_ema:.4f} N {n} "
-                             f"{(it - start) / elapsed:.2f} it/s", echo=False)
+                    line = (f"step {it}/{cfg.iters} loss {loss_ema:.4f} N {n} "
+                            f"{(it - start) / elapsed:.2f} it/s")
+                    if stages:
+                        line += (f"; device ms {sum(stages.values()):.2f}: "
+                                 + ", ".join(f"{k} {v:.2f}" for k, v in stages.items()))
+                    memory = getattr(self.step, "counters", {}).get("peak_bytes")
+                    if memory:
+                        line += f"; peak device memory {memory / 2**20:.0f} MiB"
+                    self.log(line, echo=False)
                 if on_step is not None:
                     on_step(it, self)
                 if progress is not None:
@@ -320,10 +361,12 @@ class Trainer:
             path = self.save_checkpoint(it)
             self.log(f"interrupted at step {it}: checkpoint saved to {path}; continue with --resume latest")
         elapsed = time.perf_counter() - t_start
+        self.timing.split_step(getattr(self.step, "blocked_seconds", 0.0) - blocked_at_start)
         summary = dict(iterations=it, interrupted=interrupted, seconds=elapsed,
                        it_per_s=(it - start) / elapsed if elapsed > 0 else 0.0,
                        num_gaussians=self.step.num_gaussians, final_loss=loss_ema,
-                       timing=self.timing.totals, out_dir=self.out_dir)
+                       timing=self.timing.totals, out_dir=self.out_dir,
+                       peak_device_bytes=getattr(self.step, "counters", {}).get("peak_bytes"))
         self.log(f"done: {it} steps in {elapsed:.1f}s ({summary['it_per_s']:.2f} it/s), "
                  f"N {summary['num_gaussians']}; time: {self.timing.summary()}")
         return summary

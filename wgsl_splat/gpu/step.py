@@ -23,6 +23,7 @@ test assert that steady-state steps create nothing and read nothing back.
 
 from __future__ import annotations
 
+import time
 from collections import OrderedDict
 from dataclasses import dataclass
 
@@ -83,6 +84,7 @@ class GpuTrainStep(TrainStep):
         self._losses: list[float] = []
         self._verify_capacity = True
         self.profiler = None
+        self.blocked_seconds = 0.0     # host time spent waiting for the device (submit, read-backs)
         self.steps = 0
         self.overflowed_steps = 0
         self.max_intersections = 0
@@ -180,7 +182,12 @@ class GpuTrainStep(TrainStep):
                 self.profiler.resolve(enc)
             enc.copy_buffer_to_buffer(self.pool["counters"], 0, self.pool["step_counts"],
                                       COUNTERS_BYTES * slot, COUNTERS_BYTES)
-            self.ctx.queue.submit([enc.finish()])
+            buf = enc.finish()
+            t = time.perf_counter()
+            # Some drivers (lavapipe) keep one submission in flight: submit then blocks until the
+            # previous step is done. That is device time, not host work: counted apart.
+            self.ctx.queue.submit([buf])
+            self.blocked_seconds += time.perf_counter() - t
         self._next_slot = (slot + 1) % self.history
         self._pending += 1
         self.steps += 1
@@ -222,6 +229,7 @@ class GpuTrainStep(TrainStep):
         first = (self._next_slot - count) % self.history
         slots = [(first + j) % self.history for j in range(count)]
         loss_bytes = RESULT_BYTES * self.history
+        t = time.perf_counter()
         with self.ctx.guard("reading the step losses back"):
             staging = self.pool.staging(loss_bytes + COUNTERS_BYTES * self.history)
             enc = self.ctx.device.create_command_encoder(label="read rings")
@@ -230,6 +238,7 @@ class GpuTrainStep(TrainStep):
                                       COUNTERS_BYTES * self.history)
             self.ctx.queue.submit([enc.finish()])
             data = self.pool.map_staging(loss_bytes + COUNTERS_BYTES * self.history)
+        self.blocked_seconds += time.perf_counter() - t
         losses = np.frombuffer(data, np.float32, 4 * self.history).reshape(self.history, 4)
         counts = np.frombuffer(data, np.uint32, COUNTERS_BYTES // 4 * self.history,
                                loss_bytes).reshape(self.history, -1)
