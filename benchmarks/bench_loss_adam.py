@@ -136,7 +136,7 @@ def main(argv=None) -> None:
         def fmt(t):
             return f"{statistics.median(t) * 1e3:7.2f} ({min(t) * 1e3:.2f})"
         print(f"{name:<52} {fmt(a):>16} {fmt(bb):>14} {statistics.median(r) * 1e3:12.1f}")
-    print(f"per-step dispatches: loss {GpuLoss.DISPATCHES}, adam {GpuAdam.DISPATCHES}")
+    print(f"per-step dispatches: loss {loss.dispatches}, adam {GpuAdam.DISPATCHES}")
 
 
 if __name__ == "__main__":

@@ -71,3 +71,28 @@ def test_gradcheck_command_passes_and_fails_loudly():
     res = runner.invoke(main, ["gradcheck", "-n", "60", "--width", "40", "--height", "30",
                                "--variants", "default", "--seed", "3", "--tolerance", "0"])
     assert res.exit_code == 1 and "FAIL" in res.output
+
+
+def test_bench_command_reports_both_paths_and_writes_json(tmp_path):
+    import json
+
+    from click.testing import CliRunner
+
+    from wgsl_splat.cli import main
+
+    out = tmp_path / "bench.json"
+    res = CliRunner().invoke(main, ["bench", "-n", "300", "--width", "64", "--height", "48",
+                                    "--steps", "2", "--warmup", "1", "--json", str(out)])
+    assert res.exit_code == 0, res.output
+    report = json.loads(out.read_text())
+    r = report["results"][0]
+    assert (r["n"], r["width"], r["height"]) == (300, 64, 48)
+    gpu, cpu = r["gpu"], r["cpu"]
+    assert gpu["step"]["runs"] == 2 and gpu["step"]["median_ms"] > 0 and gpu["host"]["median_ms"] > 0
+    assert set(gpu["stages"]) >= {"project", "rasterize", "loss", "raster backward", "adam"}
+    assert gpu["peak_bytes"] > 0 and gpu["bytes_per_gaussian"] == gpu["peak_bytes"] / 300
+    assert set(cpu["stages"]) == {"forward", "loss", "backward", "adam"}
+    assert report["machine"]["adapter"] and report["machine"]["backend"]
+    assert "faster than the NumPy step" in res.output and "Amdahl" in res.output
+    res = CliRunner().invoke(main, ["bench", "--preset", "nope"])
+    assert res.exit_code == 1 and "unknown preset" in res.output

@@ -141,6 +141,29 @@ def gradcheck(gaussians, width, height, seed, sh_degree, variants, tolerance, ad
 
 
 @main.command()
+@click.option("--preset", "presets", default="seeds", show_default=True,
+              help="Comma-separated configurations: small (2k, 135x240), medium (10k, 490x273), large "
+                   "(20k, 270x480), huge (200k, 1920x1080, GPU only); 'seeds' = small,medium,large; 'all'.")
+@click.option("-n", "--gaussians", type=click.IntRange(min=1), default=None,
+              help="A custom configuration instead of the presets (with --width and --height).")
+@click.option("--width", type=click.IntRange(min=8), default=None)
+@click.option("--height", type=click.IntRange(min=8), default=None)
+@click.option("--device", type=click.Choice(["gpu", "cpu", "both"]), default="both", show_default=True)
+@click.option("--steps", type=click.IntRange(min=1), default=10, show_default=True, help="Timed steps per configuration.")
+@click.option("--warmup", type=click.IntRange(min=0), default=3, show_default=True)
+@click.option("--json", "json_path", type=click.Path(dir_okay=False), default=None, help="Also write the results as JSON.")
+@click.option("--no-stages", is_flag=True, help="Skip the per-stage breakdown (timestamp queries).")
+@click.option("--adapter", "adapter_filter", default=None, help="Use the first GPU adapter whose name contains this.")
+def bench(presets, gaussians, width, height, device, steps, warmup, json_path, no_stages, adapter_filter):
+    """Time the training step and the forward render: median and spread, per-stage device time,
+    host overhead, peak device memory, and the GPU/NumPy ratio."""
+    from . import commands
+
+    commands.bench(presets, gaussians, width, height, device, steps, warmup, json_path, no_stages,
+                   adapter_filter)
+
+
+@main.command()
 def devices():
     """List the wgpu adapters (GPU and software) this machine offers."""
     from . import commands

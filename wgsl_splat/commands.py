@@ -308,3 +308,38 @@ def gradcheck(n, width, height, seed, sh_degree, variants, tolerance, adapter_fi
     click.echo("\nFAILED: some gradients differ by more than the tolerance" if failed else "\nall passed")
     if failed:
         raise SystemExit(1)
+
+
+def bench(presets, n, width, height, device, steps, warmup, json_path, no_stages, adapter_filter) -> None:
+    import click
+
+    from .atomic_io import write_json
+    from .bench import PRESETS, SEED_PRESETS, Config, format_report, run_bench
+
+    if n is not None or width is not None or height is not None:
+        if None in (n, width, height):
+            raise UserError("a custom configuration needs all of -n, --width and --height")
+        configs = [Config("custom", n, width, height)]
+    else:
+        names = {"seeds": list(SEED_PRESETS), "all": list(PRESETS)}.get(presets)
+        names = names or [p.strip() for p in presets.split(",") if p.strip()]
+        unknown = [p for p in names if p not in PRESETS]
+        if unknown:
+            raise UserError(f"unknown preset(s) {', '.join(unknown)}; choose from {', '.join(PRESETS)}, seeds, all")
+        configs = [Config(p, *PRESETS[p]) for p in names]
+    devices = ("gpu", "cpu") if device == "both" else (device,)
+    ctx = None
+    if "gpu" in devices:
+        from .gpu.runtime import GpuError, select_device
+
+        try:
+            ctx = select_device("gpu", adapter_filter, echo=click.echo)
+        except GpuError as exc:
+            if device == "gpu":
+                raise UserError(str(exc)) from None
+            click.echo(f"Warning: {exc}; timing the NumPy path only")
+    report = run_bench(configs, devices, steps, warmup, ctx, stages=not no_stages, echo=click.echo)
+    click.echo(format_report(report))
+    if json_path:
+        write_json(json_path, report)
+        click.echo(f"Results written to {json_path}")

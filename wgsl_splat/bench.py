@@ -1,0 +1,233 @@
+"""``python -m wgsl_splat bench``: training-step and forward-render timings on the GPU and NumPy paths.
+
+Scene: the embedded default scene at W×H with N points on its surfaces, initialised as training
+initialises an SfM point cloud (``GaussianModel.from_points``: kNN scales, opacity 0.1, SH degree
+3), and its ray-cast image of the first camera as the target: one real training step at its start.
+
+Per configuration and path:
+
+- ``step``: wall time of one full step (forward, loss, backward, Adam) including the wait for its
+  completion, median and spread (min, max) of ``steps`` timed steps after ``warmup`` steps;
+- ``pipelined``: steps submitted back to back with one sync at the end, per step (what training
+  sees, since it syncs once per batch of steps);
+- ``host``: the host-side share of a GPU step (Python, encoding, submit; not the time ``submit``
+  blocks on the device), i.e. the overhead an Amdahl view sets against the device time;
+- ``stages``: device milliseconds per stage from timestamp queries (medians over profiled steps);
+  on the NumPy path, or without timestamp queries, fenced host timing per stage;
+- ``forward``: a forward render alone with the image read back;
+- ``peak_bytes``: peak device memory of the buffer pool, and per Gaussian.
+"""
+
+from __future__ import annotations
+
+import datetime
+import platform
+import statistics
+import time
+from dataclasses import dataclass
+
+import numpy as np
+
+PRESETS = {
+    "small": (2_000, 135, 240),      # DESIGN.md §5: multi-view smoke (M8)
+    "medium": (10_000, 490, 273),    # multi-view, T&T train
+    "large": (20_000, 270, 480),     # single image (M7)
+    "huge": (200_000, 1920, 1080),   # GPU only
+}
+SEED_PRESETS = ("small", "medium", "large")
+#: the predecessor's Apple M2 Max GPU seconds per iteration (DESIGN.md §5)
+PREDECESSOR_GPU_S = {"small": 0.215, "medium": 3.1, "large": 5.65}
+
+
+@dataclass
+class Config:
+    name: str
+    n: int
+    width: int
+    height: int
+
+
+def make_scene(n: int, width: int, height: int, seed: int = 0):
+    """(model, camera, target image, scene extent) of the benchmark scene."""
+    from .default_scene import make_default_scene
+    from .model import GaussianModel
+
+    scene = make_default_scene(width, height, num_cameras=2, num_points=n, seed=seed)
+    model = GaussianModel.from_points(scene.points, scene.colors, sh_degree=3)
+    centres = np.stack([c.center for c in scene.cameras])
+    extent = 1.1 * float(np.linalg.norm(centres - centres.mean(0), axis=1).max())
+    return model, scene.cameras[0], np.ascontiguousarray(scene.images[0], np.float32), extent
+
+
+def _summary(times: list[float]) -> dict:
+    ms = [1000.0 * t for t in times]
+    return {"median_ms": statistics.median(ms), "min_ms": min(ms), "max_ms": max(ms), "runs": len(ms)}
+
+
+def bench_gpu(ctx, cfg: Config, steps: int, warmup: int, stages: bool = True) -> dict:
+    from .gpu.step import GpuTrainStep
+    from .optim import OptimConfig
+
+    model, cam, target, extent = make_scene(cfg.n, cfg.width, cfg.height)
+    step = GpuTrainStep(ctx, model, OptimConfig().with_scene(extent, 30_000))
+    for _ in range(warmup):
+        step.step(cam, target, 3, view_id=0)
+    step.take_losses()
+    wall, host = [], []
+    for _ in range(steps):
+        t0 = time.perf_counter()
+        blocked0 = step.blocked_seconds
+        step.step(cam, target, 3, view_id=0)
+        t1 = time.perf_counter()
+        host.append((t1 - t0) - (step.blocked_seconds - blocked0))
+        step.take_losses()
+        wall.append(time.perf_counter() - t0)
+    t0 = time.perf_counter()
+    for _ in range(steps):
+        step.step(cam, target, 3, view_id=0)
+    step.take_losses()
+    pipelined = (time.perf_counter() - t0) / steps
+    out = {"step": _summary(wall), "pipelined_ms": 1000.0 * pipelined, "host": _summary(host),
+           "intersections": step.max_intersections, "overflowed_steps": step.overflowed_steps}
+    stage_ms: dict[str, list[float]] = {}
+    if stages and step.enable_profiling(True):
+        for _ in range(max(3, min(steps, 7))):
+            step.step(cam, target, 3, view_id=0)
+            step.take_losses()
+            for k, v in step.stage_times().items():
+                stage_ms.setdefault(k, []).append(v)
+        step.enable_profiling(False)
+        out["stages_source"] = "timestamp queries"
+    out["stages"] = {k: statistics.median(v) for k, v in stage_ms.items()}
+    fwd = []
+    step.render(cam, 3)
+    for _ in range(steps):
+        t0 = time.perf_counter()
+        step.render(cam, 3)
+        fwd.append(time.perf_counter() - t0)
+    out["forward"] = _summary(fwd)
+    peak = step.counters["peak_bytes"]
+    out["peak_bytes"] = peak
+    out["bytes_per_gaussian"] = peak / cfg.n
+    return out
+
+
+def bench_cpu(cfg: Config, steps: int, warmup: int) -> dict:
+    """The NumPy path with fenced host timing per stage (the same calls as CpuTrainStep.step)."""
+    from .optim import AdamState, OptimConfig, adam_step
+    from .reference import loss_and_grad, render, render_backward
+
+    model, cam, target, extent = make_scene(cfg.n, cfg.width, cfg.height)
+    model = model.astype(np.float32)
+    config = OptimConfig().with_scene(extent, 30_000)
+    adam = AdamState.zeros_for(model)
+    stage_ms: dict[str, list[float]] = {}
+    wall = []
+    for i in range(warmup + steps):
+        t = [time.perf_counter()]
+        out = render(model, cam, active_sh_degree=3)
+        t.append(time.perf_counter())
+        _, dimg, _ = loss_and_grad(out.image, target)
+        t.append(time.perf_counter())
+        grads = render_backward(model, cam, out, dimg)
+        t.append(time.perf_counter())
+        adam_step(model, grads.params, adam, config)
+        t.append(time.perf_counter())
+        if i >= warmup:
+            wall.append(t[-1] - t[0])
+            for name, a, b in zip(("forward", "loss", "backward", "adam"), t, t[1:]):
+                stage_ms.setdefault(name, []).append(1000.0 * (b - a))
+    fwd = []
+    for _ in range(max(1, min(steps, 5))):
+        t0 = time.perf_counter()
+        render(model, cam, active_sh_degree=3)
+        fwd.append(time.perf_counter() - t0)
+    return {"step": _summary(wall), "stages": {k: statistics.median(v) for k, v in stage_ms.items()},
+            "stages_source": "host timing", "forward": _summary(fwd)}
+
+
+def machine_info(ctx=None) -> dict:
+    info = {"date": datetime.date.today().isoformat(), "platform": platform.platform(),
+            "machine": platform.machine(), "python": platform.python_version(),
+            "numpy": np.__version__, "cpu": _cpu_name()}
+    if ctx is not None:
+        import wgpu
+
+        info.update(adapter=ctx.name, adapter_type=ctx.adapter_type, backend=ctx.backend,
+                    driver=str(ctx.info.get("description", "")), wgpu=wgpu.__version__,
+                    features=ctx.feature_summary())
+    return info
+
+
+def _cpu_name() -> str:
+    try:
+        with open("/proc/cpuinfo") as f:
+            for line in f:
+                if line.startswith("model name"):
+                    return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or "unknown"
+
+
+def format_report(report: dict) -> str:
+    lines = []
+    m = report["machine"]
+    lines.append(f"# {m.get('adapter', 'no GPU')} ({m.get('adapter_type', '-')}, {m.get('backend', '-')}); "
+                 f"{m['cpu']}; Python {m['python']}, NumPy {m['numpy']}; {m['date']}")
+    head = (f"{'config':<8} {'N':>7} {'W x H':>10} {'path':<4} {'step ms':>9} {'(min-max)':>15} "
+            f"{'pipel.':>8} {'host ms':>8} {'fwd ms':>8} {'MiB':>6} {'B/G':>6}")
+    lines += [head, "-" * len(head)]
+    for r in report["results"]:
+        for path in ("gpu", "cpu"):
+            if path not in r:
+                continue
+            x = r[path]
+            s = x["step"]
+            gpu = path == "gpu"
+            lines.append(
+                f"{r['config']:<8} {r['n']:>7} {r['width']:>4} x {r['height']:<4} {path:<4} "
+                f"{s['median_ms']:>9.1f} {s['min_ms']:>7.1f}-{s['max_ms']:<7.1f} "
+                f"{(x['pipelined_ms'] if gpu else s['median_ms']):>8.1f} "
+                f"{(x['host']['median_ms'] if gpu else s['median_ms']):>8.2f} "
+                f"{x['forward']['median_ms']:>8.1f} "
+                f"{(x['peak_bytes'] / 2**20 if gpu else float('nan')):>6.1f} "
+                f"{(x['bytes_per_gaussian'] if gpu else float('nan')):>6.0f}")
+    lines.append("")
+    for r in report["results"]:
+        for path in ("gpu", "cpu"):
+            if path in r and r[path].get("stages"):
+                st = r[path]["stages"]
+                total = sum(st.values())
+                parts = ", ".join(f"{k} {v:.2f} ({100 * v / total:.0f}%)" for k, v in st.items())
+                lines.append(f"{r['config']} {path} stages ms [{r[path]['stages_source']}]: {parts}")
+        if "gpu" in r:
+            g = r["gpu"]
+            dev = sum(g.get("stages", {}).values())
+            host = g["host"]["median_ms"]
+            if dev:
+                lines.append(f"{r['config']} gpu Amdahl: device {dev:.2f} ms + host {host:.2f} ms per step "
+                             f"-> host share {100 * host / (dev + host):.1f}%")
+        if "gpu" in r and "cpu" in r:
+            ratio = r["cpu"]["step"]["median_ms"] / r["gpu"]["step"]["median_ms"]
+            lines.append(f"{r['config']} GPU step is {ratio:.1f}x faster than the NumPy step")
+        if "gpu" in r and r["config"] in PREDECESSOR_GPU_S:
+            ref = 1000 * PREDECESSOR_GPU_S[r["config"]]
+            lines.append(f"{r['config']} vs predecessor's M2 Max GPU {ref:.0f} ms/iter: "
+                         f"{ref / r['gpu']['step']['median_ms']:.1f}x faster")
+    return "\n".join(lines)
+
+
+def run_bench(configs: list[Config], devices: tuple[str, ...], steps: int, warmup: int, ctx=None,
+              stages: bool = True, echo=print) -> dict:
+    report = {"machine": machine_info(ctx), "steps": steps, "warmup": warmup, "results": []}
+    for cfg in configs:
+        r = {"config": cfg.name, "n": cfg.n, "width": cfg.width, "height": cfg.height}
+        if "gpu" in devices and ctx is not None:
+            echo(f"{cfg.name}: GPU step, N={cfg.n} {cfg.width}x{cfg.height} ...")
+            r["gpu"] = bench_gpu(ctx, cfg, steps, warmup, stages)
+        if "cpu" in devices and cfg.n <= 50_000:
+            echo(f"{cfg.name}: NumPy step, N={cfg.n} {cfg.width}x{cfg.height} ...")
+            r["cpu"] = bench_cpu(cfg, steps, warmup=1)
+        report["results"].append(r)
+    return report
