@@ -46,16 +46,3 @@ fn linear_workgroup(wid: vec3<u32>, nwg: vec3<u32>) -> u32 {
     return wid.x + wid.y * nwg.x;
 }
 
-// Squared horizontal reach of a splat: beyond |dx|² > reach the splat's alpha is below 1/255 in
-// every row, so a thread owning one pixel column skips it without evaluating any pixel. The
-// largest power at horizontal offset dx over all dy is -dx²/(2 Σxx) with 1/Σxx = a - b²/c (conic
-// (a, b, c)); α = o·exp(power) >= 1/255 needs power >= -ln(255 o). A relative margin keeps the
-// test conservative under float rounding (it only ever skips pixels that cannot composite).
-fn column_reach2(conic: vec3<f32>, opacity: f32) -> f32 {
-    let lg = log(opacity * 255.0);
-    let k = conic.x - conic.y * conic.y / conic.z;
-    if (lg <= 0.0 || !(k > 0.0)) {
-        return select(3.0e38, -1.0, lg <= 0.0);
-    }
-    return 2.0 * lg / k * 1.001 + 1e-3;
-}

@@ -82,11 +82,14 @@ fn project(@builtin(local_invocation_index) lid: u32,
             let lambda = mid + sqrt(max(mid * mid - det, 0.0));
             radius = ceil(3.0 * sqrt(lambda));
             let uv = rp.focal.xy * e.u + rp.focal.zw;
+            // Tile rectangle: bounding box of where alpha can reach 1/255 (reference tile_extent).
+            let lg = max(log(s.opacity * 255.0), 0.0);
+            let ext = min(ceil(sqrt(2.0 * lg * vec2<f32>(ca, cc))), vec2<f32>(radius));
             let tiles = vec2<f32>(f32(rp.img.z), f32(rp.img.w));
-            let lo = clamp(floor((uv - radius) / f32(TILE_SIZE)), vec2<f32>(0.0), tiles);
-            let hi = clamp(ceil((uv + radius) / f32(TILE_SIZE)), vec2<f32>(0.0), tiles);
+            let lo = clamp(floor((uv - ext) / f32(TILE_SIZE)), vec2<f32>(0.0), tiles);
+            let hi = clamp(ceil((uv + ext) / f32(TILE_SIZE)), vec2<f32>(0.0), tiles);
             rect = vec4<u32>(vec2<u32>(lo), vec2<u32>(hi));
-            if (rect.z > rect.x && rect.w > rect.y) {
+            if (s.opacity * 255.0 > 1.0 && rect.z > rect.x && rect.w > rect.y) {
                 s.xy = uv;
                 s.conic = vec3<f32>(cc * inv_det, -cb * inv_det, ca * inv_det);
             } else {

@@ -31,7 +31,7 @@ const BATCH: u32 = {{BATCH}}u;                // splats per batch (multiple of T
 const LOADS: u32 = BATCH / THREADS;
 
 var<workgroup> s_geo: array<vec4<f32>, BATCH>;   // x, y, conic a, conic b
-var<workgroup> s_opc: array<vec4<f32>, BATCH>;   // conic c, opacity, column reach², -
+var<workgroup> s_opc: array<vec4<f32>, BATCH>;   // conic c, opacity, -, -
 var<workgroup> s_col: array<vec4<f32>, BATCH>;   // r, g, b, -
 var<workgroup> s_range: vec2<u32>;
 var<workgroup> s_done: atomic<u32>;
@@ -95,7 +95,7 @@ fn rasterize(@builtin(local_invocation_id) lid: vec3<u32>,
             if (idx < range.y) {
                 let s = splats[isect_ids[idx]];
                 s_geo[j] = vec4<f32>(s.xy, s.conic.x, s.conic.y);
-                s_opc[j] = vec4<f32>(s.conic.z, s.opacity, column_reach2(s.conic, s.opacity), 0.0);
+                s_opc[j] = vec4<f32>(s.conic.z, s.opacity, 0.0, 0.0);
                 s_col[j] = vec4<f32>(s.color, 0.0);
             }
         }
@@ -106,9 +106,6 @@ fn rasterize(@builtin(local_invocation_id) lid: vec3<u32>,
                 let g = s_geo[k];
                 let oc = s_opc[k];
                 let dx = fx - g.x;
-                if (dx * dx > oc.z) {
-                    continue;   // cannot reach this thread's column (common.wgsl column_reach2)
-                }
                 let pos = b * BATCH + k + 1u;
                 var all_done = true;
                 for (var gi = 0u; gi < GROUPS; gi = gi + 1u) {

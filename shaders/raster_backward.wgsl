@@ -48,7 +48,7 @@ const BATCH: u32 = {{BATCH}}u;                // splats per round, <= THREADS
 const GRAD_STRIDE: u32 = 12u;
 
 var<workgroup> s_geo: array<vec4<f32>, BATCH>;   // x, y, conic a, conic b
-var<workgroup> s_opc: array<vec4<f32>, BATCH>;   // conic c, opacity, column reach², -
+var<workgroup> s_opc: array<vec4<f32>, BATCH>;   // conic c, opacity, -, -
 var<workgroup> s_col: array<vec4<f32>, BATCH>;   // r, g, b, -
 var<workgroup> s_id: array<u32, 2 * BATCH>;      // double-buffered splat ids
 var<workgroup> s_part: array<vec4<f32>, 3 * BATCH * THREADS>;
@@ -128,7 +128,7 @@ fn rasterize_backward(@builtin(local_invocation_id) lid: vec3<u32>,
             let gid = isect_ids[range_start + start + li];
             let s = splats[gid];
             s_geo[li] = vec4<f32>(s.xy, s.conic.x, s.conic.y);
-            s_opc[li] = vec4<f32>(s.conic.z, s.opacity, column_reach2(s.conic, s.opacity), 0.0);
+            s_opc[li] = vec4<f32>(s.conic.z, s.opacity, 0.0, 0.0);
             s_col[li] = vec4<f32>(s.color, 0.0);
             s_id[ids_off + li] = gid;
         }
@@ -142,7 +142,7 @@ fn rasterize_backward(@builtin(local_invocation_id) lid: vec3<u32>,
             let g = s_geo[k];
             let oc = s_opc[k];
             let dx = fx - g.x;
-            if (pos <= my_last && dx * dx <= oc.z) {
+            if (pos <= my_last) {
                 let col = s_col[k];
                 // dx is the same for all of this thread's pixels, so the nine per-splat sums
                 // need only seven vec4 accumulators; they are combined once per splat below.
