@@ -50,6 +50,18 @@ def test_gradients_match_reference(gpu_ctx, variant, n, size):
     assert_all_ok(compare(step, model, cam, target), f"seed {seed} {step.backward.variant}")
 
 
+@pytest.mark.parametrize("rows", [4, 8])
+def test_discrete_gpu_layout_matches_reference(gpu_ctx, rows):
+    """The layout a discrete GPU gets (4 rows per raster thread -> 4-splat backward rounds, 4096
+    sort/emission threads, the tiled loss), exercised on whatever adapter runs the tests."""
+    seed = fresh_seed()
+    model, cam, target = make_problem(seed, 400, 90, 70)
+    step = GpuTrainStep(gpu_ctx, model, OptimConfig(), raster_rows=rows, threads=4096,
+                        loss_variant="tiled")
+    assert step.backward.batch == {4: 4, 8: 8}[rows]
+    assert_all_ok(compare(step, model, cam, target), f"seed {seed} rows {rows}")
+
+
 @pytest.mark.parametrize("degree,active", [(0, None), (1, None), (2, 1), (3, 0), (3, None)])
 def test_backward_from_given_image_gradient(gpu_ctx, degree, active):
     seed = fresh_seed()
