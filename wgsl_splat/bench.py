@@ -230,4 +230,8 @@ def run_bench(configs: list[Config], devices: tuple[str, ...], steps: int, warmu
             echo(f"{cfg.name}: NumPy step, N={cfg.n} {cfg.width}x{cfg.height} ...")
             r["cpu"] = bench_cpu(cfg, steps, warmup=1)
         report["results"].append(r)
+        for path in ("gpu", "cpu"):    # a line per result as it comes (long runs may be cut off)
+            if path in r:
+                echo(f"  {path}: step {r[path]['step']['median_ms']:.2f} ms median "
+                     f"(min {r[path]['step']['min_ms']:.2f}, max {r[path]['step']['max_ms']:.2f})")
     return report
