@@ -1,4 +1,5 @@
-// Stage 2: exclusive prefix sum of the (tile, chunk) counts of emit.wgsl (one workgroup), giving
+// Stage 2: exclusive prefix sum of the (tile, chunk) counts of emit.wgsl (one workgroup on CPU
+// adapters; on GPUs prefix.wgsl scans it and tile_ranges below finishes), giving
 //   - every chunk's first output position per tile (consumed by emit_keys),
 //   - ranges[tile] = [start, end) of the tile in the sorted intersection list (clamped to the
 //     capacity), used by rasterisation and the backward pass,
@@ -11,6 +12,7 @@
 @group(0) @binding(1) var<storage, read_write> table: array<u32>;
 @group(0) @binding(2) var<storage, read_write> ranges: array<vec2<u32>>;
 @group(0) @binding(3) var<storage, read_write> counters: array<u32>;
+@group(0) @binding(4) var<storage, read> scan_sums: array<u32>;   // prefix.wgsl block sums + total
 
 var<workgroup> partial: array<u32, 256>;
 var<workgroup> s_total: u32;
@@ -65,4 +67,36 @@ fn scan_counts(@builtin(local_invocation_index) lid: u32) {
     } else if (lid == 0u && num_tiles > 0u) {
         ranges[num_tiles - 1u].y = min(s_total, cap);
     }
+}
+
+// GPU variant: prefix.wgsl has already scanned the table in place over many workgroups (its grand
+// total is scan_sums[blocks]); one thread per tile derives the same ranges and counters as
+// scan_counts.
+@compute @workgroup_size(256)
+fn tile_ranges(@builtin(global_invocation_id) gid: vec3<u32>) {
+    let t = gid.x;
+    let nt = rp.grid.z;
+    let num_tiles = rp.img.z * rp.img.w;
+    let cap = rp.model.w;
+    let blocks = max((num_tiles * nt + 1023u) / 1024u, 1u);
+    let total = select(0u, scan_sums[blocks], nt > 0u);
+    if (t == 0u) {
+        counters[0] = total;
+        counters[1] = min(total, cap);
+        counters[2] = 0u;
+        counters[3] = select(0u, 1u, total > cap);
+    }
+    if (t >= num_tiles) {
+        return;
+    }
+    if (nt == 0u) {
+        ranges[t] = vec2<u32>(0u);
+        return;
+    }
+    let start = table[t * nt];
+    var end = total;
+    if (t + 1u < num_tiles) {
+        end = table[(t + 1u) * nt];
+    }
+    ranges[t] = vec2<u32>(min(start, cap), min(end, cap));
 }

@@ -228,3 +228,36 @@ def test_gpu_raster_variants(gpu_ctx, rows):
     model, cam = random_scene(rng, 500, 70, 45, dtype=np.float32)
     r = GpuRenderer(gpu_ctx, raster_rows=rows)
     compare(r, model, cam, (0.3, 0.2, 0.1), seed=seed)
+
+
+@pytest.mark.parametrize("size,n", [((70, 50), 300), ((33, 129), 1000), ((16, 16), 1)])
+def test_gpu_layout_with_parallel_scans(gpu_ctx, size, n):
+    """The GPU layout (multi-workgroup scans, 16384 sort/emission threads, 4 rows per thread) on
+    whatever adapter runs the tests, including an empty-ish scene."""
+    seed = fresh_seed()
+    rng = np.random.default_rng(seed)
+    model, cam = random_scene(rng, n, *size, dtype=np.float32)
+    r = GpuRenderer(gpu_ctx, threads=16384, parallel_scan=True, raster_rows=4)
+    compare(r, model, cam, (0.1, 0.0, 0.2), seed=seed)
+
+
+def test_gpu_layout_more_than_65535_intersections(gpu_ctx):
+    seed = fresh_seed()
+    rng = np.random.default_rng(seed)
+    model = GaussianModel.random(2001, rng, extent=1.0, scale_range=(0.05, 0.3), sh_degree=1,
+                                 dtype=np.float32)
+    model.means[:1000] *= 0.3
+    model.log_scales[:1000] = np.log(rng.uniform(1.5, 2.5, (1000, 3)))
+    model.opacity_logits[:1000] = rng.uniform(-5.0, -3.0, 1000)
+    cam = Camera.look_at((0.2, 0.1, -3.0), (0, 0, 0), width=130, height=120, fov_x_deg=60)
+    r = GpuRenderer(gpu_ctx, threads=16384, parallel_scan=True, initial_capacity=1024)
+    compare(r, model, cam, (0.0, 0.0, 0.0), seed=seed)
+    assert r.last_count > 65535 and r.redos >= 1
+
+
+def test_gpu_layout_empty_model(gpu_ctx):
+    r = GpuRenderer(gpu_ctx, parallel_scan=True)
+    r.upload_model(GaussianModel.empty(sh_degree=1))
+    cam = _front_camera()
+    img = r.render(cam, (0.25, 0.5, 0.75))
+    assert np.allclose(img, (0.25, 0.5, 0.75)) and r.last_count == 0

@@ -39,14 +39,14 @@ def test_grow_keeps_contents_when_asked(gpu_ctx):
 def test_bind_groups_cached_and_invalidated_on_growth(gpu_ctx):
     pool = BufferPool(gpu_ctx)
     mod = ShaderLibrary(gpu_ctx).module("scan")
-    for name, size in (("p", 176), ("t", 64), ("r", 64), ("c", 32)):
+    for name, size in (("p", 176), ("t", 64), ("r", 64), ("c", 32), ("s", 16)):
         usage = None
         if name == "p":
             import wgpu
 
             usage = wgpu.BufferUsage.UNIFORM | wgpu.BufferUsage.COPY_DST
         pool.get(name, size, usage)
-    entries = {0: "p", 1: "t", 2: "r", 3: "c"}
+    entries = {0: "p", 1: "t", 2: "r", 3: "c", 4: "s"}
     bg = pool.bind_group(mod, 0, entries)
     assert pool.bind_group(mod, 0, entries) is bg and pool.bind_groups_created == 1
     pool.get("t", 1 << 16)  # regrow a referenced buffer

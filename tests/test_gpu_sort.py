@@ -7,8 +7,8 @@ import pytest
 
 from wgsl_splat.gpu.pool import BufferPool
 from wgsl_splat.gpu.shaders import ShaderLibrary
-from wgsl_splat.gpu.sort import (BitonicSorter, next_pow2, radix_passes, radix_sort_pairs,
-                                 sort_pairs, sort_plan)
+from wgsl_splat.gpu.sort import (BitonicSorter, PrefixScan, next_pow2, radix_passes,
+                                 radix_sort_pairs, sort_pairs, sort_plan)
 
 
 @pytest.fixture(scope="module")
@@ -54,6 +54,43 @@ def test_radix_sort_matches_stable_argsort(gpu_ctx, lib_pool, kind, n):
     order = np.argsort(keys, kind="stable")
     assert np.array_equal(out_k, keys[order]), f"seed {seed}"
     assert np.array_equal(out_v, vals[order]), f"stability broken (seed {seed})"
+
+
+@pytest.mark.parametrize("kind", ["random32", "equal", "few", "depths"])
+@pytest.mark.parametrize("n", [1, 1023, 65537])
+def test_radix_sort_with_parallel_scan_matches_stable_argsort(gpu_ctx, lib_pool, kind, n):
+    """The GPU layout: many threads, the (bin, thread) table scanned by many workgroups."""
+    rng, seed = _fresh_rng()
+    lib, pool = lib_pool
+    keys = _adversarial_keys(kind, n, rng)
+    vals = rng.permutation(n).astype(np.uint32)
+    out_k, out_v = radix_sort_pairs(gpu_ctx, keys, vals, 32, lib=lib, pool=pool, threads=16384,
+                                    parallel_scan=True)
+    order = np.argsort(keys, kind="stable")
+    assert np.array_equal(out_k, keys[order]), f"seed {seed}"
+    assert np.array_equal(out_v, vals[order]), f"stability broken (seed {seed})"
+
+
+@pytest.mark.parametrize("length", [0, 1, 255, 1023, 1024, 1025, 300_001])
+def test_prefix_scan_matches_cumsum(gpu_ctx, lib_pool, length):
+    rng, seed = _fresh_rng()
+    lib, pool = lib_pool
+    data = rng.integers(0, 1000, length + 7).astype(np.uint32)   # 7 past the end: untouched
+    scan = PrefixScan(lib, pool, "test_prefix")
+    scan.configure(length)
+    pool.get("test_prefix_data", max(4 * len(data), 4))
+    pool.write("test_prefix_data", data)
+    with gpu_ctx.guard("prefix scan"):
+        enc = gpu_ctx.device.create_command_encoder()
+        cpass = enc.begin_compute_pass()
+        scan.encode(cpass, "test_prefix_data")
+        cpass.end()
+        gpu_ctx.queue.submit([enc.finish()])
+    out = pool.read_array("test_prefix_data", np.uint32, len(data))
+    expect = np.concatenate([np.cumsum(data[:length]) - data[:length], data[length:]])
+    assert np.array_equal(out, expect.astype(np.uint32)), f"seed {seed}"
+    total = pool.read_array(scan.sums, np.uint32, scan.blocks + 1)[-1]
+    assert total == data[:length].sum(), f"seed {seed}"
 
 
 @pytest.mark.parametrize("bits,max_bits", [(1, 8), (9, 8), (10, 4), (17, 8)])

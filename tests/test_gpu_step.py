@@ -52,12 +52,13 @@ def test_gradients_match_reference(gpu_ctx, variant, n, size):
 
 @pytest.mark.parametrize("rows", [4, 8])
 def test_discrete_gpu_layout_matches_reference(gpu_ctx, rows):
-    """The layout a discrete GPU gets (4 rows per raster thread -> 4-splat backward rounds, 4096
-    sort/emission threads, the tiled loss), exercised on whatever adapter runs the tests."""
+    """The layout a discrete GPU gets (4 rows per raster thread -> 4-splat backward rounds, 16384
+    sort/emission threads with multi-workgroup scans, the tiled loss), on whatever adapter runs
+    the tests."""
     seed = fresh_seed()
     model, cam, target = make_problem(seed, 400, 90, 70)
-    step = GpuTrainStep(gpu_ctx, model, OptimConfig(), raster_rows=rows, threads=4096,
-                        loss_variant="tiled")
+    step = GpuTrainStep(gpu_ctx, model, OptimConfig(), raster_rows=rows, threads=16384,
+                        parallel_scan=True, loss_variant="tiled")
     assert step.backward.batch == {4: 4, 8: 8}[rows]
     assert_all_ok(compare(step, model, cam, target), f"seed {seed} rows {rows}")
 

@@ -136,6 +136,51 @@ def sort_pairs(ctx, keys: np.ndarray, vals: np.ndarray, *, lib: ShaderLibrary | 
 
 
 # -------------------------------------------------------------------------------------------------
+# Exclusive prefix sum over many workgroups (shaders/prefix.wgsl), for GPUs.
+
+SCAN_BLOCK = 1024
+
+
+class PrefixScan:
+    """In-place exclusive prefix sum of the first ``length`` u32 of a pool buffer: 3 dispatches
+    (block sums, their scan in one workgroup, block apply). The grand total lands in
+    ``{name}_scan_sums[blocks]``."""
+
+    def __init__(self, lib: ShaderLibrary, pool: BufferPool, name: str) -> None:
+        self.lib = lib
+        self.pool = pool
+        self.module = lib.module("prefix")
+        self.params = f"{name}_scan_params"
+        self.sums = f"{name}_scan_sums"
+        self.length = -1
+        self.blocks = 1
+        self.grid = (1, 1)
+
+    def configure(self, length: int) -> None:
+        length = max(0, int(length))
+        if length == self.length:
+            return
+        self.length = length
+        self.blocks = max(1, -(-length // SCAN_BLOCK))
+        if self.blocks > SCAN_BLOCK * 64:
+            raise ValueError(f"prefix scan of {length} entries exceeds {SCAN_BLOCK ** 2 * 64}")
+        self.grid = grid_2d(self.blocks)
+        self.pool.get(self.sums, 4 * (self.blocks + 1))
+        self.pool.get(self.params, 16, BitonicSorter._uniform_usage())
+        self.pool.write(self.params, np.array([length, self.blocks, self.grid[0], 0], np.uint32))
+
+    def encode(self, cpass, data: str) -> None:
+        cpass.set_bind_group(0, self.pool.bind_group(self.module, 0, {
+            0: self.params, 1: data, 2: self.sums}))
+        cpass.set_pipeline(self.module.pipeline("scan_reduce"))
+        cpass.dispatch_workgroups(*self.grid)
+        cpass.set_pipeline(self.module.pipeline("scan_blocks"))
+        cpass.dispatch_workgroups(1)
+        cpass.set_pipeline(self.module.pipeline("scan_apply"))
+        cpass.dispatch_workgroups(*self.grid)
+
+
+# -------------------------------------------------------------------------------------------------
 # Stable multi-pass LSD radix sort (shaders/radix.wgsl) -- the one the renderer uses.
 
 RADIX_MAX_BITS = 8      # digit bits per pass (256 bins)
@@ -163,7 +208,8 @@ class RadixSorter:
     """
 
     def __init__(self, lib: ShaderLibrary, pool: BufferPool, name: str, *, threads: int = 256,
-                 max_bits: int = RADIX_MAX_BITS, items_per_bin: int = 4) -> None:
+                 max_bits: int = RADIX_MAX_BITS, items_per_bin: int = 4,
+                 parallel_scan: bool = False) -> None:
         self.lib = lib
         self.pool = pool
         self.name = name
@@ -178,20 +224,26 @@ class RadixSorter:
         self.stages = f"{name}_stages"
         self._config = None
         self.passes: list[tuple[int, int]] = []
+        # GPUs: the (bins x T) table is scanned by many workgroups (PrefixScan) and T is large
+        # (about 16 elements per thread); CPU adapters: one workgroup scans a small table.
+        self.scan = PrefixScan(lib, pool, name) if parallel_scan else None
 
     def configure(self, capacity: int, key_bits: int, count_slot: int) -> None:
         """Size the buffers for ``capacity`` elements and plan passes over ``key_bits`` bits.
 
-        The number of threads T (chunks) is chosen so that the (bins x T) table stays a fraction
-        of the data (each chunk has at least ``items_per_bin`` x bins elements at capacity): the
-        table costs a read and a write per entry in every pass whatever the element count.
+        With the one-workgroup scan, the number of threads T (chunks) is chosen so that the
+        (bins x T) table stays a fraction of the data (each chunk has at least ``items_per_bin`` x
+        bins elements at capacity): the table costs a read and a write per entry in every pass
+        whatever the element count. With the parallel scan, T gives each thread about 16 elements
+        (up to ``threads``): a GPU needs the parallelism more than a small table.
         """
         capacity = max(1, int(capacity))
         for n in (self.keys, self.vals, self.keys_tmp, self.vals_tmp):
             self.pool.get(n, 4 * capacity)
         passes = radix_passes(key_bits, self.max_bits)
         bins = 1 << max(w for _, w in passes)
-        threads = max(1, min(self.max_threads, -(-capacity // (bins * self.items_per_bin))))
+        per_thread = 16 if self.scan is not None else bins * self.items_per_bin
+        threads = max(1, min(self.max_threads, -(-capacity // per_thread)))
         config = (capacity, tuple(passes), count_slot, threads)
         if config == self._config:
             return
@@ -199,6 +251,10 @@ class RadixSorter:
         self.passes = passes
         self.threads = threads
         self.pool.get(self.table, 4 * threads * bins)
+        if self.scan is not None:
+            # Passes with fewer bins leave stale rows at the end of the table; they come after
+            # every row in use, so scanning the full length never changes an offset in use.
+            self.scan.configure(threads * bins)
         slots = np.zeros((len(passes), STAGE_SLOT // 4), np.uint32)
         for i, (shift, w) in enumerate(passes):
             slots[i, :5] = (shift, 1 << w, threads, count_slot, capacity)
@@ -211,7 +267,7 @@ class RadixSorter:
 
     @property
     def num_dispatches(self) -> int:
-        return 3 * len(self.passes)
+        return (5 if self.scan is not None else 3) * len(self.passes)
 
     def encode(self, cpass, counters: str) -> None:
         if self._config is None:
@@ -232,8 +288,12 @@ class RadixSorter:
             cpass.set_bind_group(0, bg, off)
             cpass.set_pipeline(hist)
             cpass.dispatch_workgroups(*groups)
-            cpass.set_pipeline(scan)
-            cpass.dispatch_workgroups(1)
+            if self.scan is None:
+                cpass.set_pipeline(scan)
+                cpass.dispatch_workgroups(1)
+            else:
+                self.scan.encode(cpass, self.table)
+                cpass.set_bind_group(0, bg, off)
             cpass.set_pipeline(scatter)
             cpass.dispatch_workgroups(*groups)
 
@@ -241,14 +301,15 @@ class RadixSorter:
 def radix_sort_pairs(ctx, keys: np.ndarray, vals: np.ndarray, key_bits: int = 32, *,
                      lib: ShaderLibrary | None = None, pool: BufferPool | None = None,
                      threads: int = 256, max_bits: int = RADIX_MAX_BITS,
-                     capacity: int | None = None):
+                     capacity: int | None = None, parallel_scan: bool = False):
     """Stable sort of u32 ``keys`` (and ``vals``) on the GPU; returns sorted copies (for tests)."""
     keys = np.ascontiguousarray(keys, np.uint32).ravel()
     vals = np.ascontiguousarray(vals, np.uint32).ravel()
     n = len(keys)
     lib = lib or ShaderLibrary(ctx)
     pool = pool or BufferPool(ctx)
-    sorter = RadixSorter(lib, pool, f"test_radix{max_bits}", threads=threads, max_bits=max_bits)
+    sorter = RadixSorter(lib, pool, f"test_radix{max_bits}{'p' if parallel_scan else ''}",
+                         threads=threads, max_bits=max_bits, parallel_scan=parallel_scan)
     sorter.configure(max(capacity or 0, n, 1), key_bits, count_slot=0)
     pool.get("test_radix_counters", 16)
     pool.write(sorter.keys, keys)

@@ -62,16 +62,17 @@ class GpuTrainStep(TrainStep):
                  adam: AdamState | None = None, *, float_atomics: bool | None = None,
                  subgroups: bool | None = None,
                  loss_variant: str | None = None, raster_rows: int | None = None,
-                 threads: int | None = None, history: int = HISTORY,
+                 threads: int | None = None, parallel_scan: bool | None = None,
+                 history: int = HISTORY,
                  target_cache_bytes: int = TARGET_CACHE_BYTES) -> None:
         super().__init__(config, background, lambda_dssim)
         self.ctx = ctx
         self.pool = BufferPool(ctx)
         self.lib = ShaderLibrary(ctx)
-        # raster_rows, threads, loss_variant: the layout knobs, chosen per adapter type by default
+        # raster_rows, threads, parallel_scan, loss_variant: the layout knobs, chosen per adapter type by default
         # (CPU adapters like lavapipe want few long threads); tests force the other layout.
         self.renderer = GpuRenderer(ctx, pool=self.pool, lib=self.lib, raster_rows=raster_rows,
-                                    threads=threads)
+                                    threads=threads, parallel_scan=parallel_scan)
         self.loss = GpuLoss(ctx, self.pool, self.lib, lam=lambda_dssim, history=history,
                             variant=loss_variant)
         self.backward = GpuBackward(ctx, self.pool, self.lib, self.renderer,
