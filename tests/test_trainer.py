@@ -206,3 +206,15 @@ def test_eval_command_re_evaluates_a_run(tmp_path):
     assert metrics["eval_iteration_4"]["mean"]["psnr"] == pytest.approx(metrics["iteration_4"]["mean"]["psnr"], abs=0.05)
     result = runner.invoke(main, ["eval", str(tmp_path / "nothing")])
     assert result.exit_code != 0 and "training output folder" in result.output
+
+
+def test_evaluation_on_a_reset_step_sees_the_model_before_the_reset(tmp_path):
+    """3DGS order: evaluate (and save) before the step's densification and opacity reset."""
+    cfg = tiny_config(12)
+    cfg.eval_at = (12,)
+    cfg.densify.opacity_reset_every = 12
+    cfg.densify.stop = 20
+    trainer, _, _ = run(tmp_path, cfg)
+    ply = load_ply(tmp_path / "point_cloud" / "iteration_12" / "point_cloud.ply")
+    assert np.median(ply.opacities) > 0.011, "the saved model was taken after the reset"
+    assert np.all(trainer.step.get_model().opacities <= 0.0101)   # the reset did happen after

@@ -310,6 +310,15 @@ class Trainer:
                     stages = self.step.stage_times()
                     self.step.enable_profiling(False)
 
+                # Evaluate and save before this step's densification and opacity reset, as 3DGS
+                # does: a reset step would otherwise be judged on near-transparent Gaussians.
+                t4 = time.perf_counter()
+                if it in cfg.eval_at or it == cfg.iters:
+                    self.evaluate(it)
+                if it in cfg.save_at or it == cfg.iters:
+                    self.save_ply(it)
+                self.timing.add("eval+io", time.perf_counter() - t4)
+
                 if densify_now:
                     t3 = time.perf_counter()
                     model, adam, stats = self.step.get_state()
@@ -345,12 +354,8 @@ class Trainer:
                 if progress is not None:
                     progress(it, loss_ema, self)
                 t4 = time.perf_counter()
-                if it in cfg.eval_at or it == cfg.iters:
-                    self.evaluate(it)
-                if it in cfg.save_at or it == cfg.iters:
-                    self.save_ply(it)
                 if it % cfg.checkpoint_every == 0 or it == cfg.iters:
-                    last_good = self.save_checkpoint(it)
+                    last_good = self.save_checkpoint(it)   # after densification: resumes exactly
                 self.timing.add("eval+io", time.perf_counter() - t4)
                 if interrupted:
                     break
