@@ -164,6 +164,10 @@ def test_densify_prunes_large_after_reset_and_resets_opacity():
     stats = DensifyStats.zeros(3)
     stats.max_radii[1] = 25                     # > 20 px on screen
     adam = AdamState.zeros_for(model)
+    # default: the world-size test only (screen-size pruning is off, as effectively in 3DGS)
+    out, _, _, report = densify_and_prune(model, adam, stats, cfg, 2.0, True, rng)
+    assert len(out) == 2 and report.pruned == 1
+    cfg.max_screen_size = 20.0                  # opt in: > 20 px on screen is pruned too
     out, _, _, report = densify_and_prune(model, adam, stats, cfg, 2.0, True, rng)
     assert len(out) == 1 and report.pruned == 2
     adam = AdamState.zeros_for(out)

@@ -90,20 +90,23 @@ def render(model_path, data, camera_json, out_dir, background, limit, device):
 @click.option("--densify-grad-threshold", type=float, default=None, help="Mean NDC gradient that triggers densification (default 2e-4).")
 @click.option("--opacity-reset-every", type=click.IntRange(min=1), default=None,
               help="Steps between opacity resets while densifying (default 3000).")
+@click.option("--prune-screen-size", type=click.FloatRange(min=0), default=None,
+              help="Also prune Gaussians wider than this many pixels after the first reset "
+                   "(default 0 = off, as the original 3DGS effectively does).")
 @click.option("--white-background", is_flag=True, help="Train against a white background (synthetic scenes).")
 @click.option("--seed", type=int, default=0, show_default=True)
 @click.option("--resume", default=None, help="Continue from a checkpoint file, or 'latest' in --out.")
 @click.option("--eval-at", default=None, help="Comma-separated steps at which to evaluate (default: preset's).")
 def train(data, out_dir, preset, iters, eval_split, resolution, device, adapter_filter, sh_degree,
           densify_from, densify_until, densify_every, densify_grad_threshold, opacity_reset_every,
-          white_background, seed, resume, eval_at):
+          prune_screen_size, white_background, seed, resume, eval_at):
     """Train on DATA: a COLMAP folder, a transforms.json scene, one image, or 'default' (the
     embedded procedural scene). Writes a .ply, checkpoints, metrics.json and a log into --out."""
     from . import commands
 
     commands.train(data, out_dir, preset, iters, eval_split, resolution, device, adapter_filter, sh_degree,
                    densify_from, densify_until, densify_every, densify_grad_threshold,
-                   opacity_reset_every, white_background, seed, resume, eval_at)
+                   opacity_reset_every, prune_screen_size, white_background, seed, resume, eval_at)
 
 
 @main.command("eval")

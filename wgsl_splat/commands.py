@@ -151,7 +151,7 @@ def make_step_factory(device: str, adapter_filter: str | None, echo):
 
 def train(data, out_dir, preset, iters, eval_split, resolution, device, adapter_filter, sh_degree,
           densify_from, densify_until, densify_every, densify_grad_threshold, opacity_reset_every,
-          white_background, seed, resume, eval_at) -> None:
+          prune_screen_size, white_background, seed, resume, eval_at) -> None:
     import click
 
     from .config import preset as make_preset
@@ -171,7 +171,8 @@ def train(data, out_dir, preset, iters, eval_split, resolution, device, adapter_
         cfg.sh_degree = sh_degree
     for name, value in (("start", densify_from), ("stop", densify_until), ("every", densify_every),
                         ("grad_threshold", densify_grad_threshold),
-                        ("opacity_reset_every", opacity_reset_every)):
+                        ("opacity_reset_every", opacity_reset_every),
+                        ("max_screen_size", prune_screen_size)):
         if value is not None:
             setattr(cfg.densify, name, value)
     cfg.seed = seed

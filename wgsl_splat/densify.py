@@ -43,9 +43,9 @@ def densify_and_prune(model: GaussianModel, adam: AdamState, stats: DensifyStats
     Clone small Gaussians (max scale ≤ percent_dense·extent) whose mean NDC gradient reaches the
     threshold; split large ones into ``split_samples`` drawn from the Gaussian with scales divided by
     ``split_scale_div``; then prune the transparent ones and, with ``prune_large`` (after the first
-    opacity reset), those larger than ``max_screen_size`` pixels on screen or ``max_world_scale``·extent
-    in the world. Unlike the 3DGS code, whose screen-size test reads radii it has just reset to zero,
-    the screen-size test here uses the radii of the interval that ended.
+    opacity reset), those larger than ``max_world_scale``·extent in the world and, when
+    ``max_screen_size`` > 0, those larger than that many pixels on screen (off by default, see
+    :class:`DensifyConfig`); when on, it uses the radii of the interval that ended.
     """
     n0 = len(model)
     grads = stats.mean_grad().astype(np.float64)
@@ -82,7 +82,8 @@ def densify_and_prune(model: GaussianModel, adam: AdamState, stats: DensifyStats
     remove = np.concatenate([split, np.zeros(len(new_clone) + len(new_split), bool)])
     remove |= model.opacities < cfg.min_opacity
     if prune_large:
-        remove |= max_radii > cfg.max_screen_size
+        if cfg.max_screen_size > 0:
+            remove |= max_radii > cfg.max_screen_size
         remove |= np.exp(model.log_scales.astype(np.float64)).max(axis=1) > cfg.max_world_scale * extent
     pruned = int(remove.sum()) - int(split.sum())
     keep = ~remove
