@@ -97,16 +97,19 @@ def render(model_path, data, camera_json, out_dir, background, limit, device):
 @click.option("--seed", type=int, default=0, show_default=True)
 @click.option("--resume", default=None, help="Continue from a checkpoint file, or 'latest' in --out.")
 @click.option("--eval-at", default=None, help="Comma-separated steps at which to evaluate (default: preset's).")
+@click.option("--preview", is_flag=True,
+              help="Show the model live in a window while it trains (GPU path; ignored without a display).")
 def train(data, out_dir, preset, iters, eval_split, resolution, device, adapter_filter, sh_degree,
           densify_from, densify_until, densify_every, densify_grad_threshold, opacity_reset_every,
-          prune_screen_size, white_background, seed, resume, eval_at):
+          prune_screen_size, white_background, seed, resume, eval_at, preview):
     """Train on DATA: a COLMAP folder, a transforms.json scene, one image, or 'default' (the
     embedded procedural scene). Writes a .ply, checkpoints, metrics.json and a log into --out."""
     from . import commands
 
     commands.train(data, out_dir, preset, iters, eval_split, resolution, device, adapter_filter, sh_degree,
                    densify_from, densify_until, densify_every, densify_grad_threshold,
-                   opacity_reset_every, prune_screen_size, white_background, seed, resume, eval_at)
+                   opacity_reset_every, prune_screen_size, white_background, seed, resume, eval_at,
+                   preview)
 
 
 @main.command("eval")
@@ -164,6 +167,30 @@ def bench(presets, gaussians, width, height, device, steps, warmup, json_path, n
 
     commands.bench(presets, gaussians, width, height, device, steps, warmup, json_path, no_stages,
                    adapter_filter)
+
+
+@main.command()
+@click.argument("model_path", type=click.Path(dir_okay=False))
+@click.option("--data", default=None,
+              help="A scene (COLMAP folder, transforms.json scene or 'default') whose cameras N/B step through.")
+@click.option("-r", "--resolution", type=click.IntRange(min=1), default=1, show_default=True,
+              help="Downscale factor of the scene's cameras (as in training).")
+@click.option("--size", default="960x720", show_default=True, help="Window size WxH.")
+@click.option("--background", default="0,0,0", show_default=True, help="r,g,b in [0,1].")
+@click.option("--screenshot", type=click.Path(dir_okay=False), default=None,
+              help="Save the first frame to this PNG and close (scripted screenshots).")
+@click.option("--frames", type=click.IntRange(min=1), default=None, help="Close after this many frames.")
+@click.option("--adapter", "adapter_filter", default=None, help="Use the first GPU adapter whose name contains this.")
+def view(model_path, data, resolution, size, background, screenshot, frames, adapter_filter):
+    """Open MODEL_PATH (.ply) in an interactive window rendered by the GPU pipeline.
+
+    Left drag orbits, right drag (or shift + drag) pans, the wheel zooms, W/A/S/D/Q/E fly, R resets
+    the view, N/B step through the scene's cameras (--data), P saves a screenshot, Esc closes.
+    """
+    from . import commands
+
+    commands.view(model_path, data, resolution, size, parse_color(background), screenshot, frames,
+                  adapter_filter)
 
 
 @main.command()

@@ -151,7 +151,7 @@ def make_step_factory(device: str, adapter_filter: str | None, echo):
 
 def train(data, out_dir, preset, iters, eval_split, resolution, device, adapter_filter, sh_degree,
           densify_from, densify_until, densify_every, densify_grad_threshold, opacity_reset_every,
-          prune_screen_size, white_background, seed, resume, eval_at) -> None:
+          prune_screen_size, white_background, seed, resume, eval_at, preview=False) -> None:
     import click
 
     from .config import preset as make_preset
@@ -190,6 +190,9 @@ def train(data, out_dir, preset, iters, eval_split, resolution, device, adapter_
     run_info = dict(data=data if data == "default" else os.path.abspath(data), resolution=resolution,
                     eval_split=eval_split, device=path_name)
     trainer = Trainer(dataset, cfg, out_dir, factory, log=click.echo, run_info=run_info)
+    on_step = None
+    if preview:
+        on_step = _preview_hook(dataset, click.echo)
     bar = click.progressbar(length=cfg.iters, label="training", show_eta=True, show_pos=True,
                             item_show_func=lambda s: s, file=None)
     state = {"done": 0, "t0": time.perf_counter()}
@@ -204,14 +207,95 @@ def train(data, out_dir, preset, iters, eval_split, resolution, device, adapter_
     try:
         with bar:
             state["done"] = 0
-            summary = trainer.run(resume=resume, progress=progress)
+            summary = trainer.run(resume=resume, progress=progress, on_step=on_step)
     except TrainingError as exc:
         raise UserError(str(exc)) from None
     finally:
         trainer.close()
+        if on_step is not None:
+            on_step.close()
     last = summary["iterations"]
     click.echo(f"Results in {out_dir}: point_cloud/iteration_{last}/point_cloud.ply, metrics.json, "
                f"train.log, checkpoints/")
+
+
+class _preview_hook:
+    """The trainer's on_step hook for --preview: opens the window at the first step (the device
+    step exists then); any reason it cannot is a warning, never the end of the run."""
+
+    def __init__(self, dataset, echo) -> None:
+        from .viewer import ViewerError, check_display
+
+        self.dataset, self.echo, self.preview, self.off = dataset, echo, None, False
+        try:
+            check_display()
+        except ViewerError as exc:
+            echo(f"Warning: --preview ignored: {exc}")
+            self.off = True
+
+    def __call__(self, it, trainer) -> None:
+        if self.off:
+            return
+        if self.preview is None:
+            from .viewer import TrainingPreview, ViewerError
+
+            if not hasattr(trainer.step, "renderer"):
+                self.echo("Warning: --preview needs the GPU path; training continues without it")
+                self.off = True
+                return
+            try:
+                self.preview = TrainingPreview(trainer.step, self.dataset, log=trainer.log)
+            except ViewerError as exc:
+                self.echo(f"Warning: --preview ignored: {exc}")
+                self.off = True
+                return
+        self.preview.on_step(it, trainer)
+
+    def close(self) -> None:
+        if self.preview is not None:
+            trainer_overhead = self.preview.overhead
+            self.echo(f"preview: {self.preview.viewer.frames} frames, "
+                      f"{100 * trainer_overhead:.1f}% of the wall time")
+            self.preview.close()
+
+
+def view(model_path, data, resolution, size, background, screenshot, frames, adapter_filter) -> None:
+    import click
+
+    from .gpu.renderer import GpuRenderer
+    from .gpu.runtime import GpuError, select_device
+    from .view_camera import OrbitCamera
+    from .viewer import Viewer, ViewerError
+
+    try:
+        w, h = (int(v) for v in size.lower().split("x"))
+        assert w > 0 and h > 0
+    except (ValueError, AssertionError):
+        raise UserError(f"--size takes WIDTHxHEIGHT, got {size!r}") from None
+    model = load_model(model_path)
+    cameras = []
+    if data:
+        cameras = list(load_training_data(data, resolution, False, background).cameras)
+    try:
+        ctx = select_device("gpu", adapter_filter, echo=click.echo)
+    except GpuError as exc:
+        raise UserError(f"the viewer renders on the GPU: {exc}") from None
+    renderer = GpuRenderer(ctx)
+    renderer.upload_model(model)
+    if cameras:
+        center = np.median(model.means, axis=0) if len(model) else np.zeros(3)
+        orbit = OrbitCamera.from_camera(cameras[0], float(np.linalg.norm(center - cameras[0].center)) or 1.0)
+    else:
+        orbit = OrbitCamera.for_points(model.means)
+    try:
+        viewer = Viewer(ctx, renderer, orbit, size=(w, h), title=f"wgsl_splat — {os.path.basename(model_path)}",
+                        cameras=cameras, background=background)
+    except ViewerError as exc:
+        raise UserError(str(exc)) from None
+    if screenshot:
+        viewer.request_screenshot(screenshot)
+        frames = 1
+    viewer.run(max_frames=frames)
 
 
 def latest_ply(out_dir: str) -> tuple[int, str]:
