@@ -42,14 +42,7 @@ const A: u32 = 26u;          // tile side + 2 R (apron region side)
 const AREA: u32 = 676u;      // A * A
 const HROWS: u32 = 416u;     // A rows x T columns of horizontal sums
 
-// Normalised 1D Gaussian window (σ = 1.5), w0 = w10 ... w5 = centre; substituted by the host from
-// gaussian_window_1d() so that both paths use the same weights.
-const W0: f32 = {{W0}};
-const W1: f32 = {{W1}};
-const W2: f32 = {{W2}};
-const W3: f32 = {{W3}};
-const W4: f32 = {{W4}};
-const W5: f32 = {{W5}};
+#include "ssim.wgsl"
 
 // Forward: x, y on the apron region; horizontal sums (x, y, x², y²) and xy.
 // Backward: d-maps (∂μ1, ∂e11) and ∂e12 on the apron region; their horizontal sums.
@@ -137,24 +130,12 @@ fn ssim_forward(@builtin(local_invocation_id) lid: vec3<u32>,
         w = vtap2(w, b + 4u * T, b + 6u * T, W4);
         w = Stats(w.a + W5 * s_h4[b + 5u * T], w.b + W5 * s_h1[b + 5u * T]);
         if (inside) {
-            let mu1 = w.a.x;
-            let mu2 = w.a.y;
-            let mu12 = mu1 * mu2;
-            let a1 = 2.0 * mu12 + c1;
-            let a2 = 2.0 * (w.b - mu12) + c2;
-            let b1 = mu1 * mu1 + mu2 * mu2 + c1;
-            let b2 = (w.a.z - mu1 * mu1) + (w.a.w - mu2 * mu2) + c2;
-            let inv_b = 1.0 / (b1 * b2);
-            let s = a1 * a2 * inv_b;
-            let d_e11 = -s / b2;
-            let d_e12 = 2.0 * a1 * inv_b;
-            let d_m1 = 2.0 * mu2 * a2 * inv_b - 2.0 * mu1 * s / b1 - 2.0 * mu1 * d_e11 - mu2 * d_e12;
+            let sp = ssim_pixel(w.a, w.b, c1, c2);
             let base = c * 3u * npx + pix;
-            dmaps[base] = d_m1;
-            dmaps[base + npx] = d_e11;
-            dmaps[base + 2u * npx] = d_e12;
-            // 1 - s directly (better than 1 - mean(s) when SSIM is near 1).
-            sum_dssim = sum_dssim + (b1 * b2 - a1 * a2) * inv_b;
+            dmaps[base] = sp.d.x;
+            dmaps[base + npx] = sp.d.y;
+            dmaps[base + 2u * npx] = sp.d.z;
+            sum_dssim = sum_dssim + sp.dssim;
             sum_l1 = sum_l1 + abs(xy.x - xy.y);
         }
         // The next channel's step 1 overwrites s_a (not read after step 2's barrier); its step 2

@@ -35,12 +35,7 @@ struct LossParams {
 
 const WG: u32 = 32u;
 
-const W0: f32 = {{W0}};
-const W1: f32 = {{W1}};
-const W2: f32 = {{W2}};
-const W3: f32 = {{W3}};
-const W4: f32 = {{W4}};
-const W5: f32 = {{W5}};
+#include "ssim.wgsl"
 
 // A window tap of the forward statistics: (x, y, x², y²) and xy.
 struct S5 {
@@ -155,23 +150,12 @@ fn lines_v_ssim(@builtin(global_invocation_id) gid: vec3<u32>) {
             v10 = load_h5(col + (y + 5u) * stride, np);
         }
         let w = wsum5(v0, v1, v2, v3, v4, v5, v6, v7, v8, v9, v10);
-        let mu1 = w.a.x;
-        let mu2 = w.a.y;
-        let mu12 = mu1 * mu2;
-        let a1 = 2.0 * mu12 + c1;
-        let a2 = 2.0 * (w.b - mu12) + c2;
-        let b1 = mu1 * mu1 + mu2 * mu2 + c1;
-        let b2 = (w.a.z - mu1 * mu1) + (w.a.w - mu2 * mu2) + c2;
-        let inv_b = 1.0 / (b1 * b2);
-        let s = a1 * a2 * inv_b;
-        let d_e11 = -s / b2;
-        let d_e12 = 2.0 * a1 * inv_b;
-        let d_m1 = 2.0 * mu2 * a2 * inv_b - 2.0 * mu1 * s / b1 - 2.0 * mu1 * d_e11 - mu2 * d_e12;
+        let sp = ssim_pixel(w.a, w.b, c1, c2);
         let o = col + y * stride;
-        dmaps[o] = d_m1;
-        dmaps[o + np] = d_e11;
-        dmaps[o + 2u * np] = d_e12;
-        dssim = dssim + (b1 * b2 - a1 * a2) * inv_b;
+        dmaps[o] = sp.d.x;
+        dmaps[o + np] = sp.d.y;
+        dmaps[o + 2u * np] = sp.d.z;
+        dssim = dssim + sp.dssim;
         v0 = v1; v1 = v2; v2 = v3; v3 = v4; v4 = v5;
         v5 = v6; v6 = v7; v7 = v8; v8 = v9; v9 = v10;
     }

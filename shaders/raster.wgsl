@@ -63,9 +63,7 @@ fn rasterize(@builtin(local_invocation_id) lid: vec3<u32>,
     var done: array<vec4<bool>, GROUPS>;
     var thread_done = true;
     for (var gi = 0u; gi < GROUPS; gi = gi + 1u) {
-        // rows lid.y + THREADS_Y * (4 gi + j), j = 0..3
-        let r0 = wid.y * TILE_SIZE + lid.y + THREADS_Y * 4u * gi;
-        pys[gi] = vec4<u32>(r0, r0 + THREADS_Y, r0 + 2u * THREADS_Y, r0 + 3u * THREADS_Y);
+        pys[gi] = group_rows(wid.y, lid.y, THREADS_Y, gi);
         fy[gi] = vec4<f32>(pys[gi]) + vec4<f32>(0.5);
         inside[gi] = vec4<bool>(px < width) & (pys[gi] < vec4<u32>(height));
         t[gi] = vec4<f32>(1.0);

@@ -87,8 +87,7 @@ fn rasterize_backward(@builtin(local_invocation_id) lid: vec3<u32>,
     var gb: array<vec4<f32>, GROUPS>;
     var my_last = 0u;
     for (var gi = 0u; gi < GROUPS; gi = gi + 1u) {
-        let r0 = wid.y * TILE_SIZE + lid.y + THREADS_Y * 4u * gi;
-        let pys = vec4<u32>(r0, r0 + THREADS_Y, r0 + 2u * THREADS_Y, r0 + 3u * THREADS_Y);
+        let pys = group_rows(wid.y, lid.y, THREADS_Y, gi);
         fy[gi] = vec4<f32>(pys) + vec4<f32>(0.5);
         last[gi] = vec4<u32>(0u);
         t[gi] = vec4<f32>(1.0);

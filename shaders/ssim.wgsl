@@ -1,0 +1,34 @@
+// SSIM pieces shared by the two loss kernels (loss.wgsl for GPUs, loss_lines.wgsl for CPU
+// adapters). Math: wgsl_splat/reference/loss.py (loss_and_grad).
+
+// Normalised 1D Gaussian window (σ = 1.5), w0 = w10 ... w5 = centre; substituted by the host from
+// gaussian_window_1d() so that both paths use the same weights.
+const W0: f32 = {{W0}};
+const W1: f32 = {{W1}};
+const W2: f32 = {{W2}};
+const W3: f32 = {{W3}};
+const W4: f32 = {{W4}};
+const W5: f32 = {{W5}};
+
+struct SsimPixel {
+    d: vec3<f32>,     // ∂s/∂μ1, ∂s/∂e11, ∂s/∂e12 (σ's dependence on μ1 included)
+    dssim: f32,       // 1 - s, computed directly (better than 1 - mean(s) when SSIM is near 1)
+}
+
+// SSIM of one pixel and channel from its window sums: stats = (μ1, μ2, e11, e22) with e11 = G*x²,
+// e22 = G*y², and e12 = G*(x·y); σ1² = e11 - μ1², σ12 = e12 - μ1μ2.
+fn ssim_pixel(stats: vec4<f32>, e12: f32, c1: f32, c2: f32) -> SsimPixel {
+    let mu1 = stats.x;
+    let mu2 = stats.y;
+    let mu12 = mu1 * mu2;
+    let a1 = 2.0 * mu12 + c1;
+    let a2 = 2.0 * (e12 - mu12) + c2;
+    let b1 = mu1 * mu1 + mu2 * mu2 + c1;
+    let b2 = (stats.z - mu1 * mu1) + (stats.w - mu2 * mu2) + c2;
+    let inv_b = 1.0 / (b1 * b2);
+    let s = a1 * a2 * inv_b;
+    let d_e11 = -s / b2;
+    let d_e12 = 2.0 * a1 * inv_b;
+    let d_m1 = 2.0 * mu2 * a2 * inv_b - 2.0 * mu1 * s / b1 - 2.0 * mu1 * d_e11 - mu2 * d_e12;
+    return SsimPixel(vec3<f32>(d_m1, d_e11, d_e12), (b1 * b2 - a1 * a2) * inv_b);
+}
