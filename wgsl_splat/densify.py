@@ -32,10 +32,6 @@ class DensifyReport:
                 f"-{self.pruned} pruned; mean grad {self.mean_grad:.2e}, max {self.max_grad:.2e})")
 
 
-def _append(model: GaussianModel, adam: AdamState, new: GaussianModel):
-    return GaussianModel.concatenate([model, new.astype(model.dtype)]), adam.extend(len(new))
-
-
 def densify_and_prune(model: GaussianModel, adam: AdamState, stats: DensifyStats, cfg: DensifyConfig,
                       extent: float, prune_large: bool, rng: np.random.Generator):
     """One densification round; returns ``(model, adam, fresh stats, report)``.
@@ -46,11 +42,16 @@ def densify_and_prune(model: GaussianModel, adam: AdamState, stats: DensifyStats
     opacity reset), those larger than ``max_world_scale``·extent in the world and, when
     ``max_screen_size`` > 0, those larger than that many pixels on screen (off by default, see
     :class:`DensifyConfig`); when on, it uses the radii of the interval that ended.
+
+    The grown model (originals, clones, split samples, in that order, as 3DGS appends them) is
+    never materialised: the source row of each of its Gaussians decides pruning, and every array
+    is gathered once (a round at 258k Gaussians was mostly copies before).
     """
     n0 = len(model)
     grads = stats.mean_grad().astype(np.float64)
     seen = stats.denom > 0
-    max_scale = np.exp(model.log_scales.astype(np.float64)).max(axis=1)
+    scales = np.exp(model.log_scales.astype(np.float64))
+    max_scale = scales.max(axis=1)
     high = grads >= cfg.grad_threshold
     room = max(0, cfg.max_gaussians - n0)
     clone = high & (max_scale <= cfg.percent_dense * extent)
@@ -62,36 +63,51 @@ def densify_and_prune(model: GaussianModel, adam: AdamState, stats: DensifyStats
         budget[order[np.cumsum(cost) <= room]] = True
         clone &= budget
         split &= budget
+    clone_idx, split_idx = np.flatnonzero(clone), np.flatnonzero(split)
 
-    # split: samples around the original, drawn in its local frame
+    # split: samples around the original, drawn in its local frame (sample-major order)
     k = cfg.split_samples
-    src = model.subset(split)
-    scales = np.exp(src.log_scales.astype(np.float64))
-    rot = quat_to_rotmat(src.normalized_quats.astype(np.float64))
-    samples = rng.normal(size=(k, len(src), 3)) * scales[None]
-    new_split = GaussianModel.concatenate([src] * k) if len(src) else src.copy()
-    new_split.means = (np.concatenate([src.means.astype(np.float64)] * k)
-                       + np.einsum("nij,knj->kni", rot, samples).reshape(-1, 3)).astype(model.dtype)
-    new_split.log_scales = np.log(np.concatenate([scales] * k) / cfg.split_scale_div).astype(model.dtype)
-    new_clone = model.subset(clone).copy()
+    split_scales = scales[split_idx]
+    rot = quat_to_rotmat(model.normalized_quats[split_idx].astype(np.float64))
+    samples = rng.normal(size=(k, len(split_idx), 3)) * split_scales[None]
+    split_means = (np.tile(model.means[split_idx].astype(np.float64), (k, 1))
+                   + np.einsum("nij,knj->kni", rot, samples).reshape(-1, 3))
+    split_log_scales = np.tile(np.log(split_scales / cfg.split_scale_div), (k, 1))
 
-    max_radii = stats.max_radii
-    model, adam = _append(model, adam, new_clone)
-    model, adam = _append(model, adam, new_split)
-    max_radii = np.concatenate([max_radii, np.zeros(len(new_clone) + len(new_split), max_radii.dtype)])
-    remove = np.concatenate([split, np.zeros(len(new_clone) + len(new_split), bool)])
-    remove |= model.opacities < cfg.min_opacity
+    # source row of every Gaussian of the grown model, and what is pruned from it
+    src = np.concatenate([np.arange(n0), clone_idx, np.tile(split_idx, k)])
+    first_split = n0 + len(clone_idx)
+    remove = np.concatenate([split, np.zeros(len(src) - n0, bool)])   # split originals go
+    remove |= model.opacities[src] < cfg.min_opacity
     if prune_large:
-        if cfg.max_screen_size > 0:
-            remove |= max_radii > cfg.max_screen_size
-        remove |= np.exp(model.log_scales.astype(np.float64)).max(axis=1) > cfg.max_world_scale * extent
-    pruned = int(remove.sum()) - int(split.sum())
+        grown_max_scale = max_scale[src]
+        grown_max_scale[first_split:] = np.exp(split_log_scales).max(axis=1, initial=0.0)
+        remove |= grown_max_scale > cfg.max_world_scale * extent
+        if cfg.max_screen_size > 0:   # new Gaussians have not been seen on screen yet
+            remove[:n0] |= stats.max_radii > cfg.max_screen_size
     keep = ~remove
-    model, adam = model.subset(keep).copy(), adam.select(keep)
-    report = DensifyReport(int(clone.sum()), int(split.sum()), pruned, n0, len(model),
+
+    out = model.subset(src[keep])                        # one gather per array
+    kept_split = keep[first_split:]
+    at = np.flatnonzero(keep[:first_split]).size + np.arange(int(kept_split.sum()))
+    out.means[at] = split_means[kept_split].astype(model.dtype)
+    out.log_scales[at] = split_log_scales[kept_split].astype(model.dtype)
+    # Adam moments: the kept originals keep theirs (they come first); new Gaussians start at zero
+    kept_orig = keep[:n0]
+    n_orig = int(kept_orig.sum())
+
+    def moments(old: GaussianModel) -> GaussianModel:
+        new = old.map(lambda a: np.zeros((len(out),) + a.shape[1:], a.dtype))
+        for name, a in old.arrays().items():
+            new.arrays()[name][:n_orig] = a[kept_orig]
+        return new
+
+    new_adam = AdamState(moments(adam.m), moments(adam.v), adam.step)
+    pruned = int(remove.sum()) - int(split.sum())
+    report = DensifyReport(len(clone_idx), len(split_idx), pruned, n0, len(out),
                            float(grads[seen].max()) if seen.any() else 0.0,
                            float(grads[seen].mean()) if seen.any() else 0.0)
-    return model, adam, DensifyStats.zeros(len(model)), report
+    return out, new_adam, DensifyStats.zeros(len(out)), report
 
 
 def reset_opacity(model: GaussianModel, adam: AdamState, value: float) -> None:
