@@ -284,6 +284,14 @@ class Viewer:
         """Close the window; ``terminate`` also releases glfw (the last window of the process)."""
         if not self.closed:
             self.closed = True
+            # Release the surface before its window (and display connection) goes away: a surface
+            # released later by the garbage collector would touch a dead X connection.
+            try:
+                self.context.unconfigure()
+            except Exception:  # noqa: BLE001  (never configured, or already gone)
+                pass
+            self.context = None
+            self._bind_group = self._bound_image = None
             self.glfw.destroy_window(self.window)
         if terminate:
             self.glfw.terminate()
