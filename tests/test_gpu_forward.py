@@ -27,7 +27,7 @@ def threshold_event(ref, y: int, x: int) -> bool:
     """Whether pixel (y, x) of the reference sits on a discontinuity of the forward pass, where
     float32 (GPU) and float64 (reference) may legitimately decide differently: an alpha within
     1e-4 (relative) of 1/255, a transmittance within 1e-3 of the 1e-4 stop, a power near 0, or
-    two of its splats with depths equal to 1e-6 (relative; their order may swap)."""
+    two splats of its tile with depths equal to 1e-6 (relative; their order may swap)."""
     proj, st = ref.proj, ref.raster.structure
     tile = (y // 16) * proj.tiles_x + x // 16
     a0, a1 = st.tile_ranges[tile]
@@ -44,8 +44,10 @@ def threshold_event(ref, y: int, x: int) -> bool:
     t_after = np.cumprod(np.where(cand, 1.0 - alpha, 1.0))
     if np.any(cand & (np.abs(t_after / T_MIN - 1.0) < 1e-3)):
         return True
-    depth = np.sort(proj.depths[ids][cand])
-    return bool(np.any(np.diff(depth) <= 1e-6 * depth[1:]))
+    # Any two splats of the tile (composited or not: either shifts the last-contributor position)
+    # with depths equal to float32 resolution may be ordered differently.
+    depth = np.sort(proj.depths[ids])
+    return bool(np.any(np.diff(depth) <= 1e-6 * np.abs(depth[1:])))
 
 
 def compare(renderer: GpuRenderer, model: GaussianModel, cam: Camera, bg, *, seed=None,
@@ -180,18 +182,27 @@ def test_saturating_stack_stops_early(renderer):
     assert 0 < ref.raster.last_contrib[centre].max() < 64
 
 
+def many_intersections_scene(rng):
+    """> 65 535 intersections whatever the seed: 400 faint splats that each cover all 16 x 12 tiles
+    of a 256 x 192 image (76 800), plus 1601 ordinary ones. Faint enough that no pixel's
+    transmittance reaches the 1e-4 stop (T stays near exp(-400 * 0.01)): with 1000 stacked layers it
+    did in every pixel, and float32 and float64 then disagreed on the stopping splat in ~1e-3 of
+    them, a flaky test (seed 3984107898: 143 pixels)."""
+    model = GaussianModel.random(2001, rng, extent=1.0, scale_range=(0.05, 0.3), sh_degree=1,
+                                 dtype=np.float32)
+    model.means[:400] *= 0.3
+    model.log_scales[:400] = np.log(rng.uniform(1.5, 2.5, (400, 3)))
+    model.opacity_logits[:400] = rng.uniform(-5.0, -3.0, 400)
+    cam = Camera.look_at((0.2, 0.1, -3.0), (0, 0, 0), width=256, height=192, fov_x_deg=60)
+    return model, cam
+
+
 def test_more_than_65535_intersections_and_capacity_growth(gpu_ctx):
     """Many big splats: > 65 535 intersections, starting from a far too small capacity."""
     seed = fresh_seed()
     rng = np.random.default_rng(seed)
     r = GpuRenderer(gpu_ctx, initial_capacity=1024)
-    model = GaussianModel.random(3001, rng, extent=1.0, scale_range=(0.05, 0.3), sh_degree=1,
-                                 dtype=np.float32)
-    # 1000 faint splats that each cover all 9 x 8 tiles: > 72 000 intersections whatever the seed
-    model.means[:1000] *= 0.3
-    model.log_scales[:1000] = np.log(rng.uniform(1.5, 2.5, (1000, 3)))
-    model.opacity_logits[:1000] = rng.uniform(-5.0, -3.0, 1000)
-    cam = Camera.look_at((0.2, 0.1, -3.0), (0, 0, 0), width=130, height=120, fov_x_deg=60)
+    model, cam = many_intersections_scene(rng)
     img, ref = compare(r, model, cam, (0.0, 0.0, 0.0), seed=seed)
     assert r.last_count > 65535
     assert r.redos >= 1 and r.capacity >= r.last_count
@@ -243,13 +254,7 @@ def test_gpu_layout_with_parallel_scans(gpu_ctx, size, n):
 
 def test_gpu_layout_more_than_65535_intersections(gpu_ctx):
     seed = fresh_seed()
-    rng = np.random.default_rng(seed)
-    model = GaussianModel.random(2001, rng, extent=1.0, scale_range=(0.05, 0.3), sh_degree=1,
-                                 dtype=np.float32)
-    model.means[:1000] *= 0.3
-    model.log_scales[:1000] = np.log(rng.uniform(1.5, 2.5, (1000, 3)))
-    model.opacity_logits[:1000] = rng.uniform(-5.0, -3.0, 1000)
-    cam = Camera.look_at((0.2, 0.1, -3.0), (0, 0, 0), width=130, height=120, fov_x_deg=60)
+    model, cam = many_intersections_scene(np.random.default_rng(seed))
     r = GpuRenderer(gpu_ctx, threads=16384, parallel_scan=True, initial_capacity=1024)
     compare(r, model, cam, (0.0, 0.0, 0.0), seed=seed)
     assert r.last_count > 65535 and r.redos >= 1
