@@ -44,7 +44,7 @@ def test_gradients_match_reference(gpu_ctx, variant, n, size):
     """Loss-driven: random scenes with the edge cases (behind the camera, off-screen, tiny, huge,
     opaque stacks, beyond the frustum clamp), image sizes not multiples of 16, N not a power of 2."""
     seed = fresh_seed()
-    model, cam, target = make_problem(seed, n, *size)
+    model, cam, target = make_problem(seed, n, *size, background=(0.1, 0.2, 0.3))
     step = GpuTrainStep(gpu_ctx, model, OptimConfig(), (0.1, 0.2, 0.3), float_atomics=variant[0],
                         subgroups=variant[1])
     assert_all_ok(compare(step, model, cam, target), f"seed {seed} {step.backward.variant}")
