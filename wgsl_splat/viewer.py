@@ -278,10 +278,12 @@ class Viewer:
         while self.frame():
             if max_frames is not None and self.frames >= max_frames:
                 break
-        self.close(terminate=True)
+        self.close()
 
-    def close(self, terminate: bool = False) -> None:
-        """Close the window; ``terminate`` also releases glfw (the last window of the process)."""
+    def close(self) -> None:
+        """Close the window (glfw itself stays initialised until the process ends: terminating and
+        re-initialising it in one process gave X BadRequest errors from lavapipe's presentation
+        code, which Xlib answers by exiting the process)."""
         if not self.closed:
             self.closed = True
             # Release the surface before its window (and display connection) goes away: a surface
@@ -293,8 +295,6 @@ class Viewer:
             self.context = None
             self._bind_group = self._bound_image = None
             self.glfw.destroy_window(self.window)
-        if terminate:
-            self.glfw.terminate()
 
 
 class TrainingPreview:
@@ -346,4 +346,4 @@ class TrainingPreview:
         return (self.draw_seconds + self.poll_seconds) / total if total > 0 else 0.0
 
     def close(self) -> None:
-        self.viewer.close(terminate=True)
+        self.viewer.close()
