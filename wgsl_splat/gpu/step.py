@@ -52,6 +52,7 @@ class GpuGradients:
     params: GaussianModel          # dL/d(stored parameters)
     screen: np.ndarray             # (N, 9): mean2d x, y, opacity, conic a, b, c, colour r, g, b
     loss: float | None             # None when dL/dimage was given
+    image: np.ndarray              # (H, W, 3) the forward render the gradients belong to
 
 
 class GpuTrainStep(TrainStep):
@@ -305,4 +306,6 @@ class GpuTrainStep(TrainStep):
         raw = self.pool.read_array("grad2d_copy", np.float32, GRAD2D_FLOATS * n).reshape(n, GRAD2D_FLOATS)
         screen = raw[:, [0, 1, 2, 4, 5, 6, 8, 9, 10]].copy()
         loss = self.loss.read_loss(0).loss if dL_dimage is None else None
-        return GpuGradients(grads, screen, loss)
+        image = self.pool.read_array("image", np.float32, 3 * r.width * r.height).reshape(
+            r.height, r.width, 3)
+        return GpuGradients(grads, screen, loss, image)
