@@ -47,10 +47,3 @@ fn linear_workgroup(wid: vec3<u32>, nwg: vec3<u32>) -> u32 {
 }
 
 
-// Pixel rows of vec4 group gi of a rasterisation thread (thread row lid_y of a tile worked by
-// threads_y thread rows): rows lid_y + threads_y * (4 gi + j), j = 0..3. The forward and the
-// backward rasteriser share this layout (raster.wgsl, raster_backward.wgsl).
-fn group_rows(tile_y: u32, lid_y: u32, threads_y: u32, gi: u32) -> vec4<u32> {
-    let r0 = tile_y * TILE_SIZE + lid_y + threads_y * 4u * gi;
-    return vec4<u32>(r0, r0 + threads_y, r0 + 2u * threads_y, r0 + 3u * threads_y);
-}

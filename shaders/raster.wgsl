@@ -14,6 +14,7 @@
 // within the tile's range of the last composited splat, 0 if none).
 
 #include "common.wgsl"
+#include "raster_tile.wgsl"
 
 @group(0) @binding(0) var<uniform> rp: RenderParams;
 @group(0) @binding(1) var<storage, read> splats: array<Splat2D>;
@@ -23,17 +24,8 @@
 @group(0) @binding(5) var<storage, read_write> final_t: array<f32>;
 @group(0) @binding(6) var<storage, read_write> last_contrib: array<u32>;
 
-const ROWS: u32 = {{ROWS}}u;                  // pixels per thread: 4, 8 or 16
-const GROUPS: u32 = ROWS / 4u;                // vec4 groups of pixels per thread
-const THREADS_Y: u32 = TILE_SIZE / ROWS;
-const THREADS: u32 = TILE_SIZE * THREADS_Y;
-const BATCH: u32 = {{BATCH}}u;                // splats per batch (multiple of THREADS)
-const LOADS: u32 = BATCH / THREADS;
+const LOADS: u32 = BATCH / THREADS;            // BATCH is a multiple of THREADS here
 
-var<workgroup> s_geo: array<vec4<f32>, BATCH>;   // x, y, conic a, conic b
-var<workgroup> s_opc: array<vec4<f32>, BATCH>;   // conic c, opacity, -, -
-var<workgroup> s_col: array<vec4<f32>, BATCH>;   // r, g, b, -
-var<workgroup> s_range: vec2<u32>;
 var<workgroup> s_done: atomic<u32>;
 var<workgroup> s_done_plain: u32;
 
@@ -63,7 +55,7 @@ fn rasterize(@builtin(local_invocation_id) lid: vec3<u32>,
     var done: array<vec4<bool>, GROUPS>;
     var thread_done = true;
     for (var gi = 0u; gi < GROUPS; gi = gi + 1u) {
-        pys[gi] = group_rows(wid.y, lid.y, THREADS_Y, gi);
+        pys[gi] = group_rows(wid.y, lid.y, gi);
         fy[gi] = vec4<f32>(pys[gi]) + vec4<f32>(0.5);
         inside[gi] = vec4<bool>(px < width) & (pys[gi] < vec4<u32>(height));
         t[gi] = vec4<f32>(1.0);
@@ -91,10 +83,7 @@ fn rasterize(@builtin(local_invocation_id) lid: vec3<u32>,
             let j = q * THREADS + li;
             let idx = range.x + b * BATCH + j;
             if (idx < range.y) {
-                let s = splats[isect_ids[idx]];
-                s_geo[j] = vec4<f32>(s.xy, s.conic.x, s.conic.y);
-                s_opc[j] = vec4<f32>(s.conic.z, s.opacity, 0.0, 0.0);
-                s_col[j] = vec4<f32>(s.color, 0.0);
+                stage_splat(j, splats[isect_ids[idx]]);
             }
         }
         workgroupBarrier();

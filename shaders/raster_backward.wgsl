@@ -28,6 +28,7 @@
 //   [8..11) dL/d(colour r, g, b)
 
 #include "common.wgsl"
+#include "raster_tile.wgsl"
 #include "{{ATOMICS}}"
 #include "{{PARTIALS}}"
 
@@ -40,19 +41,10 @@
 @group(0) @binding(6) var<storage, read> grad_image: array<f32>;
 @group(0) @binding(7) var<storage, read_write> grad2d: array<GradAtomic>;
 
-const ROWS: u32 = {{ROWS}}u;                  // pixels per thread: 4, 8 or 16
-const GROUPS: u32 = ROWS / 4u;
-const THREADS_Y: u32 = TILE_SIZE / ROWS;
-const THREADS: u32 = TILE_SIZE * THREADS_Y;
-const BATCH: u32 = {{BATCH}}u;                // splats per round, <= THREADS
-const GRAD_STRIDE: u32 = 12u;
+const GRAD_STRIDE: u32 = 12u;                  // (BATCH, the splats per round, is <= THREADS)
 
-var<workgroup> s_geo: array<vec4<f32>, BATCH>;   // x, y, conic a, conic b
-var<workgroup> s_opc: array<vec4<f32>, BATCH>;   // conic c, opacity, -, -
-var<workgroup> s_col: array<vec4<f32>, BATCH>;   // r, g, b, -
 var<workgroup> s_id: array<u32, 2 * BATCH>;      // double-buffered splat ids
 var<workgroup> s_part: array<vec4<f32>, 3 * BATCH * THREADS>;
-var<workgroup> s_range: vec2<u32>;
 var<workgroup> s_maxlast: atomic<u32>;
 var<workgroup> s_slot_mask: array<atomic<u32>, 2>;   // partial slots in use (THREADS <= 64)
 var<workgroup> s_count: u32;
@@ -87,7 +79,7 @@ fn rasterize_backward(@builtin(local_invocation_id) lid: vec3<u32>,
     var gb: array<vec4<f32>, GROUPS>;
     var my_last = 0u;
     for (var gi = 0u; gi < GROUPS; gi = gi + 1u) {
-        let pys = group_rows(wid.y, lid.y, THREADS_Y, gi);
+        let pys = group_rows(wid.y, lid.y, gi);
         fy[gi] = vec4<f32>(pys) + vec4<f32>(0.5);
         last[gi] = vec4<u32>(0u);
         t[gi] = vec4<f32>(1.0);
@@ -125,10 +117,7 @@ fn rasterize_backward(@builtin(local_invocation_id) lid: vec3<u32>,
         let ids_off = (ri & 1u) * BATCH;
         if (li < cnt) {
             let gid = isect_ids[range_start + start + li];
-            let s = splats[gid];
-            s_geo[li] = vec4<f32>(s.xy, s.conic.x, s.conic.y);
-            s_opc[li] = vec4<f32>(s.conic.z, s.opacity, 0.0, 0.0);
-            s_col[li] = vec4<f32>(s.color, 0.0);
+            stage_splat(li, splats[gid]);
             s_id[ids_off + li] = gid;
         }
         workgroupBarrier();

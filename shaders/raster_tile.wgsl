@@ -1,0 +1,28 @@
+// The tile layout shared by rasterisation (raster.wgsl) and its backward pass
+// (raster_backward.wgsl). One workgroup per 16x16 tile, 16 x THREADS_Y threads: thread (x, y)
+// owns ROWS pixels of column x as GROUPS vec4 groups (rows from group_rows). The splats of the
+// current batch are staged in workgroup memory, 3 x 16 bytes each.
+
+const ROWS: u32 = {{ROWS}}u;                  // pixels per thread: 4, 8 or 16
+const GROUPS: u32 = ROWS / 4u;                // vec4 groups of pixels per thread
+const THREADS_Y: u32 = TILE_SIZE / ROWS;
+const THREADS: u32 = TILE_SIZE * THREADS_Y;
+const BATCH: u32 = {{BATCH}}u;                // splats staged at a time
+
+var<workgroup> s_geo: array<vec4<f32>, BATCH>;   // x, y, conic a, conic b
+var<workgroup> s_opc: array<vec4<f32>, BATCH>;   // conic c, opacity, -, -
+var<workgroup> s_col: array<vec4<f32>, BATCH>;   // r, g, b, -
+var<workgroup> s_range: vec2<u32>;
+
+fn stage_splat(j: u32, s: Splat2D) {
+    s_geo[j] = vec4<f32>(s.xy, s.conic.x, s.conic.y);
+    s_opc[j] = vec4<f32>(s.conic.z, s.opacity, 0.0, 0.0);
+    s_col[j] = vec4<f32>(s.color, 0.0);
+}
+
+// Pixel rows of vec4 group gi of the thread in thread row lid_y: lid_y + THREADS_Y * (4 gi + j),
+// j = 0..3.
+fn group_rows(tile_y: u32, lid_y: u32, gi: u32) -> vec4<u32> {
+    let r0 = tile_y * TILE_SIZE + lid_y + THREADS_Y * 4u * gi;
+    return vec4<u32>(r0, r0 + THREADS_Y, r0 + 2u * THREADS_Y, r0 + 3u * THREADS_Y);
+}
