@@ -60,31 +60,13 @@ fn radix_hist(@builtin(local_invocation_index) lid: u32,
     }
 }
 
-var<workgroup> partial: array<u32, 256>;
+#include "segment_scan.wgsl"
 
 @compute @workgroup_size(256)
 fn radix_scan(@builtin(local_invocation_index) lid: u32) {
-    let len = stage.bins * stage.threads;
-    let seg = (len + 255u) / 256u;
-    let s = min(lid * seg, len);
-    let e = min(s + seg, len);
-    var sum = 0u;
-    for (var i = s; i < e; i = i + 1u) {
-        sum = sum + table[i];
-    }
-    partial[lid] = sum;
-    workgroupBarrier();
-    if (lid == 0u) {
-        var run = 0u;
-        for (var k = 0u; k < 256u; k = k + 1u) {
-            let v = partial[k];
-            partial[k] = run;
-            run = run + v;
-        }
-    }
-    workgroupBarrier();
-    var run = partial[lid];
-    for (var i = s; i < e; i = i + 1u) {
+    let seg = segment_scan(lid, stage.bins * stage.threads);
+    var run = seg.prefix;
+    for (var i = seg.start; i < seg.end; i = i + 1u) {
         let v = table[i];
         table[i] = run;
         run = run + v;

@@ -97,7 +97,7 @@ fn rasterize(@builtin(local_invocation_id) lid: vec3<u32>,
                 var all_done = true;
                 for (var gi = 0u; gi < GROUPS; gi = gi + 1u) {
                     let dy = fy[gi] - vec4<f32>(g.y);
-                    let power = -0.5 * (g.z * dx * dx + oc.x * dy * dy) - g.w * dx * dy;
+                    let power = splat_power(g, oc, dx, dy);
                     let alpha = min(vec4<f32>(ALPHA_MAX), oc.y * exp(power));
                     let valid = !done[gi] & (power <= vec4<f32>(0.0)) &
                                 (alpha >= vec4<f32>(ALPHA_MIN));

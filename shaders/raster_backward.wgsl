@@ -143,7 +143,7 @@ fn rasterize_backward(@builtin(local_invocation_id) lid: vec3<u32>,
                 var sb = vec4<f32>(0.0);
                 for (var gi = 0u; gi < GROUPS; gi = gi + 1u) {
                     let dy = fy[gi] - vec4<f32>(g.y);
-                    let power = -0.5 * (g.z * dx * dx + oc.x * dy * dy) - g.w * dx * dy;
+                    let power = splat_power(g, oc, dx, dy);
                     let gauss = exp(power);
                     let a_raw = oc.y * gauss;
                     let alpha = min(vec4<f32>(ALPHA_MAX), a_raw);

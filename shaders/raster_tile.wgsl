@@ -26,3 +26,10 @@ fn group_rows(tile_y: u32, lid_y: u32, gi: u32) -> vec4<u32> {
     let r0 = tile_y * TILE_SIZE + lid_y + THREADS_Y * 4u * gi;
     return vec4<u32>(r0, r0 + THREADS_Y, r0 + 2u * THREADS_Y, r0 + 3u * THREADS_Y);
 }
+
+// Exponent of the staged splat's falloff at this thread's pixels: dx is the column's offset from the
+// mean, dy the four rows' offsets; power = -½(a dx² + c dy²) - b dx dy with conic (a, b, c)
+// = (g.z, g.w, oc.x). Both passes evaluate exactly this expression.
+fn splat_power(g: vec4<f32>, oc: vec4<f32>, dx: f32, dy: vec4<f32>) -> vec4<f32> {
+    return -0.5 * (g.z * dx * dx + oc.x * dy * dy) - g.w * dx * dy;
+}

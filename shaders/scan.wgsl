@@ -14,8 +14,7 @@
 @group(0) @binding(3) var<storage, read_write> counters: array<u32>;
 @group(0) @binding(4) var<storage, read> scan_sums: array<u32>;   // prefix.wgsl block sums + total
 
-var<workgroup> partial: array<u32, 256>;
-var<workgroup> s_total: u32;
+#include "segment_scan.wgsl"
 
 @compute @workgroup_size(256)
 fn scan_counts(@builtin(local_invocation_index) lid: u32) {
@@ -23,31 +22,15 @@ fn scan_counts(@builtin(local_invocation_index) lid: u32) {
     let num_tiles = rp.img.z * rp.img.w;
     let len = select(0u, num_tiles * nt, nt > 0u);
     let cap = rp.model.w;
-    let seg = (len + 255u) / 256u;
-    let s = min(lid * seg, len);
-    let e = min(s + seg, len);
-    var sum = 0u;
-    for (var i = s; i < e; i = i + 1u) {
-        sum = sum + table[i];
-    }
-    partial[lid] = sum;
-    workgroupBarrier();
+    let seg = segment_scan(lid, len);
     if (lid == 0u) {
-        var run = 0u;
-        for (var k = 0u; k < 256u; k = k + 1u) {
-            let v = partial[k];
-            partial[k] = run;
-            run = run + v;
-        }
-        s_total = run;
-        counters[0] = run;
-        counters[1] = min(run, cap);
+        counters[0] = seg.total;
+        counters[1] = min(seg.total, cap);
         counters[2] = 0u;
-        counters[3] = select(0u, 1u, run > cap);
+        counters[3] = select(0u, 1u, seg.total > cap);
     }
-    workgroupBarrier();
-    var run = partial[lid];
-    for (var i = s; i < e; i = i + 1u) {
+    var run = seg.prefix;
+    for (var i = seg.start; i < seg.end; i = i + 1u) {
         let v = table[i];
         table[i] = run;
         if (i % nt == 0u) {
@@ -65,7 +48,7 @@ fn scan_counts(@builtin(local_invocation_index) lid: u32) {
             ranges[t] = vec2<u32>(0u);
         }
     } else if (lid == 0u && num_tiles > 0u) {
-        ranges[num_tiles - 1u].y = min(s_total, cap);
+        ranges[num_tiles - 1u].y = min(seg.total, cap);
     }
 }
 

@@ -37,6 +37,17 @@ def load_model(path) -> GaussianModel:
         raise UserError(f"{path}: {exc}") from None
 
 
+def gpu_context(device: str, adapter_filter: str | None = None, echo=None, why: str = ""):
+    """The GPU context for ``--device`` (``None``: use the NumPy path), adapter errors turned into a
+    :class:`UserError` that starts with ``why`` (e.g. "the viewer renders on the GPU")."""
+    from .gpu.runtime import GpuError, select_device
+
+    try:
+        return select_device(device, adapter_filter, echo=echo)
+    except GpuError as exc:
+        raise UserError(f"{why}: {exc}" if why else str(exc)) from None
+
+
 def make_renderer(device: str, adapter_filter: str | None = None, echo=None):
     """A function (model, camera, background) -> (H,W,3) image on the chosen path, and its name.
     The GPU renderer keeps the model resident and re-uploads only when another model is passed."""
@@ -45,14 +56,7 @@ def make_renderer(device: str, adapter_filter: str | None = None, echo=None):
     def cpu(model, camera, background):
         return cpu_render(model, camera, background).image
 
-    if device == "cpu":
-        return cpu, "cpu (NumPy reference)"
-    from .gpu.runtime import GpuError, select_device
-
-    try:
-        ctx = select_device(device, adapter_filter, echo=echo)
-    except GpuError as exc:
-        raise UserError(str(exc)) from None
+    ctx = None if device == "cpu" else gpu_context(device, adapter_filter, echo)
     if ctx is None:
         return cpu, "cpu (NumPy reference)"
     from .gpu.renderer import GpuRenderer
@@ -124,14 +128,7 @@ def make_step_factory(device: str, adapter_filter: str | None, echo):
     def cpu_factory(model, optim, background, lambda_dssim, adam):
         return CpuTrainStep(model, optim, background, lambda_dssim, adam)
 
-    if device == "cpu":
-        return cpu_factory, "cpu (NumPy reference)"
-    from .gpu.runtime import GpuError, select_device
-
-    try:
-        ctx = select_device(device, adapter_filter, echo=echo)
-    except GpuError as exc:
-        raise UserError(str(exc)) from None
+    ctx = None if device == "cpu" else gpu_context(device, adapter_filter, echo)
     if ctx is None:
         return cpu_factory, "cpu (NumPy reference)"
     try:
@@ -263,7 +260,6 @@ def view(model_path, data, resolution, size, background, screenshot, frames, ada
     import click
 
     from .gpu.renderer import GpuRenderer
-    from .gpu.runtime import GpuError, select_device
     from .view_camera import OrbitCamera
     from .viewer import Viewer, ViewerError
 
@@ -276,10 +272,7 @@ def view(model_path, data, resolution, size, background, screenshot, frames, ada
     cameras = []
     if data:
         cameras = list(load_training_data(data, resolution, False, background).cameras)
-    try:
-        ctx = select_device("gpu", adapter_filter, echo=click.echo)
-    except GpuError as exc:
-        raise UserError(f"the viewer renders on the GPU: {exc}") from None
+    ctx = gpu_context("gpu", adapter_filter, click.echo, "the viewer renders on the GPU")
     renderer = GpuRenderer(ctx)
     renderer.upload_model(model)
     if cameras:
@@ -365,15 +358,11 @@ def devices() -> None:
 def gradcheck(n, width, height, seed, sh_degree, variants, tolerance, adapter_filter) -> None:
     import click
 
-    from .gpu.runtime import GpuError, select_device
     from .gpu.step import GpuTrainStep
     from .gradcheck import compare, format_table, make_problem
     from .optim import OptimConfig
 
-    try:
-        ctx = select_device("gpu", adapter_filter, echo=click.echo)
-    except GpuError as exc:
-        raise UserError(f"gradcheck needs a GPU adapter: {exc}") from None
+    ctx = gpu_context("gpu", adapter_filter, click.echo, "gradcheck needs a GPU adapter")
     if seed is None:
         seed = int(np.random.SeedSequence().entropy % (1 << 32))
     model, cam, target = make_problem(seed, n, width, height, sh_degree)
