@@ -25,6 +25,7 @@
 @group(0) @binding(6) var<storage, read_write> last_contrib: array<u32>;
 
 const LOADS: u32 = BATCH / THREADS;            // BATCH is a multiple of THREADS here
+const SKIP: bool = {{SKIP}};                   // branch around untouched pixel groups (GPUs)
 
 var<workgroup> s_done: atomic<u32>;
 var<workgroup> s_done_plain: u32;
@@ -101,7 +102,7 @@ fn rasterize(@builtin(local_invocation_id) lid: vec3<u32>,
                     let alpha = min(vec4<f32>(ALPHA_MAX), oc.y * exp(power));
                     let valid = !done[gi] & (power <= vec4<f32>(0.0)) &
                                 (alpha >= vec4<f32>(ALPHA_MIN));
-                    if (any(valid)) {
+                    if (!SKIP || any(valid)) {
                         let test_t = t[gi] * (vec4<f32>(1.0) - alpha);
                         let stop = valid & (test_t < vec4<f32>(T_MIN));
                         let comp = valid & !stop;

@@ -231,13 +231,15 @@ def test_two_renderers_share_nothing_and_agree(gpu_ctx):
     assert np.array_equal(a.render(cam), b.render(cam)), f"seed {seed}"
 
 
+@pytest.mark.parametrize("skip", [True, False])
 @pytest.mark.parametrize("rows", [4, 8, 16])
-def test_gpu_raster_variants(gpu_ctx, rows):
-    """Every pixels-per-thread variant of the rasteriser (4 is the GPU default) on this adapter."""
+def test_gpu_raster_variants(gpu_ctx, rows, skip):
+    """Every pixels-per-thread variant of the rasteriser (4 is the GPU default), with and without
+    the branch around untouched pixel groups (GPU / CPU-adapter default), on this adapter."""
     seed = fresh_seed()
     rng = np.random.default_rng(seed)
     model, cam = random_scene(rng, 500, 70, 45, dtype=np.float32)
-    r = GpuRenderer(gpu_ctx, raster_rows=rows)
+    r = GpuRenderer(gpu_ctx, raster_rows=rows, raster_skip=skip)
     compare(r, model, cam, (0.3, 0.2, 0.1), seed=seed)
 
 
