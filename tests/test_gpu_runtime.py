@@ -120,8 +120,9 @@ def test_all_pipelines_compile(gpu_ctx):
         for e in entries:
             lib.pipeline(name, e)
     for rows in (4, 8, 16):   # every raster variant compiles
-        lib.pipeline("raster", "rasterize", defines={"ROWS": rows, "THREADS_Y": 16 // rows,
-                                                     "BATCH": 256})
+        for skip in ("true", "false"):
+            lib.pipeline("raster", "rasterize", defines={"ROWS": rows, "THREADS_Y": 16 // rows,
+                                                         "BATCH": 256, "SKIP": skip})
     for atomics in ("atomic_float.wgsl", "atomic_cas.wgsl"):   # every backward variant compiles
         for partials in ("partials_subgroup.wgsl", "partials_workgroup.wgsl"):
             for rows, batch in ((4, 4), (8, 8), (16, 16)):
@@ -133,6 +134,6 @@ def test_all_pipelines_compile(gpu_ctx):
     from wgsl_splat.gpu.loss import window_defines
     lib.pipeline("loss", "ssim_forward", defines=window_defines())
     lib.pipeline("loss_lines", "lines_h_stats", defines=window_defines())
-    assert lib.pipelines_created == 9 + 12 + 4
+    assert lib.pipelines_created == 12 + 12 + 4
     assert {p.name for p in SHADER_DIR.glob("*.wgsl")} >= {"common.wgsl", "raster.wgsl"}
     assert runtime.convert_wgpu_error(ValueError("x"), "y") is None
