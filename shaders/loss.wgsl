@@ -22,12 +22,6 @@
 // Workgroup memory: 13 728 bytes (forward), 10 816 bytes (backward).
 // The window is applied in symmetric form w0·(v[-5] + v[5]) + ... + w5·v[0].
 
-struct LossParams {
-    dims: vec4<u32>,   // width, height, tiles_x, tiles_y
-    misc: vec4<u32>,   // result slot, number of partials (tiles), 0, 0
-    coef: vec4<f32>,   // λ, 1 / (H·W·3), C1, C2
-}
-
 @group(0) @binding(0) var<uniform> lp: LossParams;  // dynamic
 @group(0) @binding(1) var<storage, read> image: array<f32>;
 @group(0) @binding(2) var<storage, read> target_img: array<f32>;

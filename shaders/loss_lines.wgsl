@@ -18,12 +18,6 @@
 // Buffers are planar per quantity, each plane in the image layout (H*W*3, RGB interleaved):
 // element (y, x, c) of plane s is s*NP + (y*W + x)*3 + c, NP = H*W*3.
 
-struct LossParams {
-    dims: vec4<u32>,   // width, height, 0, 0
-    misc: vec4<u32>,   // result slot, 0, 0, 0
-    coef: vec4<f32>,   // λ, 1 / (H·W·3), C1, C2
-}
-
 @group(0) @binding(0) var<uniform> lp: LossParams;  // dynamic
 @group(0) @binding(1) var<storage, read> image: array<f32>;
 @group(0) @binding(2) var<storage, read> target_img: array<f32>;

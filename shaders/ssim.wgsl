@@ -1,6 +1,14 @@
 // SSIM pieces shared by the two loss kernels (loss.wgsl for GPUs, loss_lines.wgsl for CPU
 // adapters). Math: wgsl_splat/reference/loss.py (loss_and_grad).
 
+// The loss stage's parameter block (wgsl_splat/gpu/loss.py writes one per result slot); the
+// line-sliding kernels ignore the tile counts.
+struct LossParams {
+    dims: vec4<u32>,   // width, height, tiles_x, tiles_y
+    misc: vec4<u32>,   // result slot, number of partials (tiles), 0, 0
+    coef: vec4<f32>,   // λ, 1 / (H·W·3), C1, C2
+}
+
 // Normalised 1D Gaussian window (σ = 1.5), w0 = w10 ... w5 = centre; substituted by the host from
 // gaussian_window_1d() so that both paths use the same weights.
 const W0: f32 = {{W0}};

@@ -24,7 +24,7 @@ import numpy as np
 
 from ..model import GaussianModel
 from ..optim import LR_GROUPS, AdamState, OptimConfig
-from .pool import BufferPool
+from .pool import UNIFORM_USAGE, BufferPool, buffer_usage
 from .runtime import GpuContext
 from .shaders import ShaderLibrary
 
@@ -35,15 +35,6 @@ MAX_GROUPS_X = 65535
 BLOCK = WG * PER_THREAD                          # floats per workgroup (one vec4 per thread)
 MIXED = 0xFFFFFFFF
 UNIFORM_BYTES = 48 + 16 * MAX_SEGMENTS * 2      # sizeof(AdamParams) in adam.wgsl
-
-
-def _usage(*names: str) -> int:
-    import wgpu  # noqa: PLC0415
-
-    u = 0
-    for n in names:
-        u |= getattr(wgpu.BufferUsage, n)
-    return u
 
 
 @dataclass(frozen=True)
@@ -154,7 +145,7 @@ class GpuAdam:
         self._pipeline = self.module.pipeline("adam_step", {"ZERO_GRAD": int(self.zero_grads)})
         self.n_uniform = f"{m}_params"
         self.n_blocks = f"{m}_blocks"
-        pool.get(self.n_uniform, UNIFORM_BYTES, _usage("UNIFORM", "COPY_DST"))
+        pool.get(self.n_uniform, UNIFORM_BYTES, buffer_usage(*UNIFORM_USAGE))
         self.layout: ParamLayout | None = None
         self.step = 0
         self.last_lrs: dict[str, float] | None = None

@@ -34,7 +34,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..reference.loss import DEFAULT_LAMBDA, SSIM_C1, SSIM_C2, gaussian_window_1d
-from .pool import BufferPool
+from .pool import UNIFORM_USAGE, BufferPool, buffer_usage
 from .runtime import GpuContext
 from .shaders import ShaderLibrary
 
@@ -43,15 +43,6 @@ SLOT = 256                  # bytes per dynamic uniform slot
 PARAMS_FLOATS = 12          # sizeof(LossParams) / 4
 RESULT_BYTES = 16           # one vec4<f32> per slot
 MAX_GROUPS = 65535
-
-
-def _usage(*names: str) -> int:
-    import wgpu  # noqa: PLC0415
-
-    u = 0
-    for n in names:
-        u |= getattr(wgpu.BufferUsage, n)
-    return u
 
 
 def window_defines() -> dict[str, str]:
@@ -121,9 +112,9 @@ class GpuLoss:
         self.n_partials = f"{prefix}_partials"
         self.n_result = f"{prefix}_result"
         self.n_readback = f"{prefix}_readback"
-        pool.get(self.n_params, SLOT * self.history, _usage("UNIFORM", "COPY_DST"))
+        pool.get(self.n_params, SLOT * self.history, buffer_usage(*UNIFORM_USAGE))
         pool.get(self.n_result, RESULT_BYTES * self.history)
-        pool.get(self.n_readback, RESULT_BYTES * self.history, _usage("MAP_READ", "COPY_DST"))
+        pool.get(self.n_readback, RESULT_BYTES * self.history, buffer_usage("MAP_READ", "COPY_DST"))
         self._params_key = None
 
     @property

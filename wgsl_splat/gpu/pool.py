@@ -27,6 +27,17 @@ def _wgpu():
     return wgpu
 
 
+def buffer_usage(*names: str) -> int:
+    """``wgpu.BufferUsage`` flags by name, e.g. ``buffer_usage("UNIFORM", "COPY_DST")``."""
+    u = 0
+    for n in names:
+        u |= getattr(_wgpu().BufferUsage, n)
+    return u
+
+
+UNIFORM_USAGE = ("UNIFORM", "COPY_DST")     # parameter blocks the host rewrites
+
+
 def _round_up(n: int, a: int = _ALIGN) -> int:
     return max(a, (int(n) + a - 1) // a * a)
 
@@ -58,8 +69,7 @@ class BufferPool:
     # -- buffers ------------------------------------------------------------------------------------
     @staticmethod
     def default_usage() -> int:
-        u = _wgpu().BufferUsage
-        return u.STORAGE | u.COPY_SRC | u.COPY_DST
+        return buffer_usage("STORAGE", "COPY_SRC", "COPY_DST")
 
     def get(self, name: str, nbytes: int, usage: int | None = None, *,
             keep_contents: bool = False):

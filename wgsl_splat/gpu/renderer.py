@@ -34,7 +34,7 @@ import numpy as np
 
 from ..camera import Camera
 from ..model import GaussianModel, sh_degree_from_coeffs
-from .pool import BufferPool
+from .pool import UNIFORM_USAGE, BufferPool, buffer_usage
 from .runtime import GpuContext, GpuError
 from .shaders import ShaderLibrary
 from .sort import PrefixScan, RadixSorter, grid_2d
@@ -44,12 +44,6 @@ PARAMS_BYTES = 176         # sizeof(RenderParams) in common.wgsl
 SPLAT_BYTES = 48           # sizeof(Splat2D)
 COUNTERS_BYTES = 32        # counters[0..8)
 MIN_CAPACITY = 16384
-
-
-def _uniform_usage() -> int:
-    import wgpu  # noqa: PLC0415
-
-    return wgpu.BufferUsage.UNIFORM | wgpu.BufferUsage.COPY_DST
 
 
 class GpuRenderer:
@@ -106,7 +100,7 @@ class GpuRenderer:
         self.last_count: int | None = None
         self.renders = 0
         self.redos = 0
-        self.pool.get("render_params", PARAMS_BYTES, _uniform_usage())
+        self.pool.get("render_params", PARAMS_BYTES, buffer_usage(*UNIFORM_USAGE))
         self.pool.get("counters", COUNTERS_BYTES)
         self._project = self.lib.module("project")
         self._emit = self.lib.module("emit")

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from .pool import BufferPool
+from .pool import UNIFORM_USAGE, BufferPool, buffer_usage
 from .shaders import ShaderLibrary
 
 SORT_BLOCK = 1024           # elements sorted per workgroup in workgroup memory (sort.wgsl)
@@ -75,14 +75,8 @@ class BitonicSorter:
         for i, (_, size, lj, _) in enumerate(self.plan):
             slots[i, 0] = size
             slots[i, 1] = lj
-        self.pool.get(self._stages_name, slots.nbytes, self._uniform_usage())
+        self.pool.get(self._stages_name, slots.nbytes, buffer_usage(*UNIFORM_USAGE))
         self.pool.write(self._stages_name, slots)
-
-    @staticmethod
-    def _uniform_usage() -> int:
-        import wgpu  # noqa: PLC0415
-
-        return wgpu.BufferUsage.UNIFORM | wgpu.BufferUsage.COPY_DST
 
     @property
     def num_dispatches(self) -> int:
@@ -166,7 +160,7 @@ class PrefixScan:
             raise ValueError(f"prefix scan of {length} entries exceeds {SCAN_BLOCK ** 2 * 64}")
         self.grid = grid_2d(self.blocks)
         self.pool.get(self.sums, 4 * (self.blocks + 1))
-        self.pool.get(self.params, 16, BitonicSorter._uniform_usage())
+        self.pool.get(self.params, 16, buffer_usage(*UNIFORM_USAGE))
         self.pool.write(self.params, np.array([length, self.blocks, self.grid[0], 0], np.uint32))
 
     def encode(self, cpass, data: str) -> None:
@@ -258,7 +252,7 @@ class RadixSorter:
         slots = np.zeros((len(passes), STAGE_SLOT // 4), np.uint32)
         for i, (shift, w) in enumerate(passes):
             slots[i, :5] = (shift, 1 << w, threads, count_slot, capacity)
-        self.pool.get(self.stages, slots.nbytes, BitonicSorter._uniform_usage())
+        self.pool.get(self.stages, slots.nbytes, buffer_usage(*UNIFORM_USAGE))
         self.pool.write(self.stages, slots)
 
     @property
