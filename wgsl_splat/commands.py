@@ -310,7 +310,7 @@ def evaluate(out_dir: str, data: str | None, iteration: int | None, device: str)
     import click
 
     from .atomic_io import write_json
-    from .trainer import evaluate_views
+    from .evaluation import Lpips, evaluate_views
 
     cfg_path = os.path.join(out_dir, "cfg.json")
     if not os.path.isfile(cfg_path):
@@ -329,7 +329,8 @@ def evaluate(out_dir: str, data: str | None, iteration: int | None, device: str)
     background = tuple(cfg.get("background", (0.0, 0.0, 0.0)))
     dataset = load_training_data(data, run.get("resolution", 1), run.get("eval_split", True), background)
     render_fn, path_name = make_renderer(device, echo=click.echo)
-    result = evaluate_views(dataset, lambda cam: render_fn(model, cam, background), out_dir, iteration)
+    result = evaluate_views(dataset, lambda cam: render_fn(model, cam, background), out_dir, iteration,
+                            lpips=Lpips())
     result["num_gaussians"] = len(model)
     metrics_path = os.path.join(out_dir, "metrics.json")
     metrics = {}

@@ -1,0 +1,111 @@
+"""Held-out evaluation as the 3DGS protocol computes it: 8-bit quantised images, per-view metrics,
+the saved renders are the scored images, and LPIPS optional (a note, never a failure)."""
+
+from __future__ import annotations
+
+import json
+import sys
+import types
+
+import imageio.v3 as iio
+import numpy as np
+import pytest
+
+from wgsl_splat.default_scene import default_dataset
+from wgsl_splat.evaluation import Lpips, evaluate_views, image_metrics, quantised
+from wgsl_splat.reference.loss import psnr, ssim
+
+
+@pytest.fixture
+def rng(request):
+    seed = int(np.random.SeedSequence().entropy % (2**63))
+    print(f"{request.node.name}: seed={seed}")
+    return np.random.default_rng(seed)
+
+
+def test_metrics_are_taken_on_the_8_bit_images(rng):
+    gt = rng.uniform(0, 1, (24, 20, 3))
+    render = np.clip(gt + rng.normal(0, 0.05, gt.shape), -0.2, 1.2)   # out of range too
+    m = image_metrics(render, gt)
+    r8 = np.floor(np.clip(render, 0, 1) * 255 + 0.5) / 255
+    g8 = np.floor(gt * 255 + 0.5) / 255
+    assert m["psnr"] == pytest.approx(10 * np.log10(1 / np.mean((r8 - g8) ** 2)), rel=1e-12)
+    assert m["ssim"] == pytest.approx(ssim(r8, g8), rel=1e-12)
+    assert m["l1"] == pytest.approx(np.mean(np.abs(r8 - g8)), rel=1e-12)
+    # quantisation is not a no-op: the float metric differs
+    assert m["psnr"] != pytest.approx(psnr(np.clip(render, 0, 1), gt), abs=1e-6)
+    assert np.array_equal(quantised(np.array([0.0, 0.5 / 255, 1.5 / 255, 1.0, 2.0])) * 255,
+                          [0, 1, 2, 255, 255])
+
+
+def test_evaluate_views_saves_the_scored_renders_and_per_view_metrics(tmp_path, rng):
+    ds = default_dataset(resolution=8, eval_split=True, num_cameras=16, num_points=50)
+    noise = {}
+
+    def render(cam):   # a deterministic "render" per view: the ground truth plus noise
+        i = next(k for k, c in enumerate(ds.cameras) if c is cam)
+        noise[i] = np.clip(ds.load_image(i) + rng.normal(0, 0.1, ds.load_image(i).shape), 0, 1)
+        return noise[i]
+
+    result = evaluate_views(ds, render, str(tmp_path), 7)
+    assert result["split"] == "test" and result["views"] == 2 == len(result["per_view"])
+    assert "LPIPS" in result["lpips_note"] and "lpips" not in result["mean"]
+    for i in ds.test_indices:
+        name = ds.cameras[i].name
+        saved = iio.imread(tmp_path / "test" / "iteration_7" / (name.rsplit(".", 1)[0] + ".png"))
+        # the PNG on disk scores exactly what the metrics say (as 3DGS's metrics.py reads PNGs)
+        assert result["per_view"][name]["psnr"] == pytest.approx(
+            psnr(saved / 255.0, quantised(ds.load_image(i))), rel=1e-12)
+    mean = np.mean([v["psnr"] for v in result["per_view"].values()])
+    assert result["mean"]["psnr"] == pytest.approx(mean)
+    json.dumps(result)   # goes into metrics.json as is
+
+
+def test_lpips_missing_is_a_note_and_present_is_scored(tmp_path, monkeypatch):
+    ds = default_dataset(resolution=8, eval_split=True, num_cameras=8, num_points=50)
+    monkeypatch.setitem(sys.modules, "lpips", None)      # import lpips -> ImportError
+    result = evaluate_views(ds, lambda cam: np.zeros((cam.height, cam.width, 3)), str(tmp_path), 1,
+                            lpips=Lpips())
+    assert "lpips" not in result["mean"] and "wgsl_splat[lpips]" in result["lpips_note"]
+    assert "\n" not in result["lpips_note"]
+
+    # A stand-in for the package (torch and the VGG weights are not installed here): check that
+    # the scorer gets both 8-bit images as (1, 3, H, W) tensors in [0, 1], VGG, and is averaged.
+    calls = []
+
+    class FakeTensor:
+        def __init__(self, a):
+            self.a = a
+
+        def item(self):
+            return self.a
+
+    class FakeLPIPS:
+        def __init__(self, net, verbose):
+            assert net == "vgg"
+
+        def eval(self):
+            return self
+
+        def __call__(self, x, y):
+            calls.append((x.a, y.a))
+            return FakeTensor(float(np.abs(x.a - y.a).mean()))
+
+    class NoGrad:
+        def __enter__(self):
+            return self
+
+        def __exit__(self, *exc):
+            return False
+
+    monkeypatch.setitem(sys.modules, "lpips", types.SimpleNamespace(LPIPS=FakeLPIPS))
+    monkeypatch.setitem(sys.modules, "torch", types.SimpleNamespace(
+        from_numpy=FakeTensor, no_grad=NoGrad))
+    result = evaluate_views(ds, lambda cam: np.full((cam.height, cam.width, 3), 0.25),
+                            str(tmp_path), 2, lpips=Lpips())
+    assert result["lpips_note"] is None and len(calls) == result["views"] == 1
+    x, y = calls[0]
+    assert x.shape == (1, 3) + y.shape[2:] and x.dtype == np.float32 and np.all(x == 64 / 255)
+    name = ds.cameras[ds.test_indices[0]].name
+    assert result["mean"]["lpips"] == pytest.approx(result["per_view"][name]["lpips"])
+    assert "LPIPS" in result["line"]

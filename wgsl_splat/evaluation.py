@@ -1,0 +1,136 @@
+"""Held-out evaluation, computed as the 3DGS evaluation computes it.
+
+3DGS's ``render.py`` saves every test render and its ground truth as 8-bit PNGs
+(``torchvision.utils.save_image``: clip to [0, 1], ``floor(x·255 + 0.5)``) and ``metrics.py`` reads
+those PNGs back. So the published figures are on 8-bit images: we quantise the render and the
+ground truth the same way (:func:`wgsl_splat.image_ops.to_u8`, the function that writes our PNGs)
+before any metric, and the renders we save are exactly the images we scored.
+
+Per view: PSNR (float64 MSE over all pixels and channels), SSIM (11×11 Gaussian window, σ 1.5, zero
+padding, mean over pixels and channels: :func:`wgsl_splat.reference.loss.ssim`), L1 and, when the
+optional ``lpips`` package (``pip install wgsl_splat[lpips]``) and its VGG weights are available,
+LPIPS-VGG. The mean of each metric over the views is what 3DGS reports.
+
+LPIPS is expensive on a CPU (a VGG-16 per view), so the trainer asks for it only at the final
+evaluation and the ``eval`` command always does; when it cannot be computed the result carries a
+one-line ``lpips_note`` and nothing fails.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+
+import numpy as np
+
+from .atomic_io import save_png
+from .image_ops import to_u8
+from .reference.loss import psnr, ssim
+
+METRICS = ("psnr", "ssim", "l1")
+
+
+def quantised(img: np.ndarray) -> np.ndarray:
+    """The image as its saved 8-bit PNG holds it, back in [0, 1] (float64)."""
+    return to_u8(img).astype(np.float64) / 255.0
+
+
+def image_metrics(render: np.ndarray, gt: np.ndarray) -> dict:
+    """PSNR / SSIM / L1 of one view on the 8-bit quantised render and ground truth."""
+    a, b = quantised(render), quantised(gt)
+    return dict(psnr=psnr(a, b), ssim=ssim(a, b), l1=float(np.mean(np.abs(a - b))))
+
+
+class Lpips:
+    """LPIPS with the VGG network, as 3DGS's ``metrics.py`` (``lpips(..., net_type='vgg')``).
+
+    3DGS passes images in [0, 1] to its LPIPS copy (``lpipsPyTorch``), whose VGG input layer expects
+    [-1, 1]; we feed [0, 1] images the same way so the figure is comparable with theirs. Loaded on
+    first use; :attr:`note` says why it is unavailable (package, torch or weights missing).
+    """
+
+    def __init__(self) -> None:
+        self._model = None
+        self._torch = None
+        self.note: str | None = None
+        self._tried = False
+
+    def _load(self) -> bool:
+        if self._tried:
+            return self._model is not None
+        self._tried = True
+        try:
+            import lpips  # noqa: PLC0415  (optional extra)
+            import torch  # noqa: PLC0415
+        except Exception as exc:  # noqa: BLE001 - ImportError, or a broken torch install
+            self.note = (f"LPIPS not computed: the optional 'lpips' package is not usable "
+                         f"({type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}); "
+                         f"pip install 'wgsl_splat[lpips]'")
+            return False
+        try:
+            model = lpips.LPIPS(net="vgg", verbose=False)
+            model.eval()
+        except Exception as exc:  # noqa: BLE001 - typically the VGG weights cannot be downloaded
+            self.note = (f"LPIPS not computed: the VGG weights could not be loaded "
+                         f"({type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''})")
+            return False
+        self._model, self._torch = model, torch
+        return True
+
+    @property
+    def available(self) -> bool:
+        return self._load()
+
+    def __call__(self, render: np.ndarray, gt: np.ndarray) -> float | None:
+        if not self._load():
+            return None
+        torch = self._torch
+
+        def tensor(img):
+            return torch.from_numpy(np.ascontiguousarray(quantised(img).transpose(2, 0, 1)[None],
+                                                         dtype=np.float32))
+
+        with torch.no_grad():
+            return float(self._model(tensor(render), tensor(gt)).item())
+
+
+def evaluate_views(dataset, render_fn, out_dir: str, iteration: int, *,
+                   lpips: Lpips | None = None) -> dict:
+    """Metrics on the test views (or up to 5 training views when there is no split), one view at
+    a time (never all images resident); the 8-bit renders are saved under
+    ``out_dir/<split>/iteration_K/`` with the view's file name.
+
+    Returns ``dict(split, views, mean, per_view, lpips_note, protocol, seconds, line)``; ``mean``
+    and each ``per_view`` entry hold ``psnr``, ``ssim``, ``l1`` and, when an available ``lpips``
+    scorer is given, ``lpips``.
+    """
+    t0 = time.perf_counter()
+    split = "test" if dataset.test_indices else "train"
+    views = dataset.test_indices or dataset.train_indices[:: max(1, len(dataset.train_indices) // 5)][:5]
+    out = os.path.join(out_dir, split, f"iteration_{iteration}")
+    os.makedirs(out, exist_ok=True)
+    scorer = lpips if lpips is not None and lpips.available else None
+    per_view = {}
+    for i in views:
+        cam = dataset.cameras[i]
+        gt = dataset.load_image(i)
+        img = render_fn(cam)
+        name = cam.name or f"view_{i:03d}"
+        per_view[name] = image_metrics(img, gt)
+        if scorer is not None:
+            per_view[name]["lpips"] = scorer(img, gt)
+        save_png(os.path.join(out, os.path.splitext(name.replace(os.sep, "_").replace("/", "_"))[0]
+                              + ".png"), img)
+    keys = METRICS + (("lpips",) if scorer is not None else ())
+    mean = {k: float(np.mean([v[k] for v in per_view.values()])) for k in keys}
+    line = (f"eval @ {iteration} on {len(views)} {split} views: PSNR {mean['psnr']:.2f} dB, "
+            f"SSIM {mean['ssim']:.4f}, L1 {mean['l1']:.4f}"
+            + (f", LPIPS {mean['lpips']:.4f}" if "lpips" in mean else ""))
+    note = None
+    if lpips is None:
+        note = "LPIPS is computed at the final evaluation and by the eval command"
+    elif scorer is None:
+        note = lpips.note
+    return dict(split=split, views=len(views), mean=mean, per_view=per_view, lpips_note=note,
+                protocol="8-bit quantised render and ground truth (as 3DGS's saved PNGs)",
+                seconds=time.perf_counter() - t0, line=line)
