@@ -305,6 +305,44 @@ def test_blender_layout_angle_x_extensionless_rgba(tmp_path):
     assert merged.test_indices == [] and len(merged.train_indices) == 4
 
 
+def make_blender(root: Path, channels: int = 4, splits=("train", "test")) -> None:
+    for split in splits:
+        frames = []
+        for k, eye in enumerate([(4, 0, 1), (0, 4, 1)]):
+            save_png(root / split / f"r_{k}.png", np.full((8, 8, channels), 200, np.uint8))
+            frames.append({"file_path": f"./{split}/r_{k}", "transform_matrix": gl_pose(eye)})
+        (root / f"transforms_{split}.json").write_text(json.dumps({"camera_angle_x": 0.7,
+                                                                   "frames": frames}))
+
+
+def test_blender_layout_initialises_in_3dgs_cube(tmp_path):
+    """NeRF-synthetic scenes start from random points in [-1.3, 1.3]³ as in 3DGS, whatever the
+    camera radius (here 4.1, which the generic camera rule would turn into a ±2 cube)."""
+    make_blender(tmp_path)
+    d = load_dataset(tmp_path, background=(1, 1, 1), eval_split=True)
+    assert d.synthetic
+    lo, hi = d.bounds()
+    assert np.allclose(lo, -1.3) and np.allclose(hi, 1.3)
+    assert any("±1.3" in n for n in d.notes)
+    single = load_dataset(tmp_path / "transforms_train.json")   # not the Blender layout
+    assert not single.synthetic
+
+
+def test_blender_layout_errors(tmp_path):
+    make_blender(tmp_path / "test_only", splits=("test",))
+    with pytest.raises(DatasetError, match="transforms_test.json has no transforms_train.json"):
+        load_dataset(tmp_path / "test_only", eval_split=True)
+    make_blender(tmp_path / "rgb", channels=3)
+    with pytest.raises(DatasetError, match=r"r_0.png has no alpha channel") as err:
+        load_dataset(tmp_path / "rgb", background=(1, 1, 1), eval_split=True)
+    assert "\n" not in str(err.value)
+    load_dataset(tmp_path / "rgb", eval_split=True)    # on black, RGB pixels are taken as they are
+    make_blender(tmp_path / "missing")
+    (tmp_path / "missing" / "test" / "r_1.png").unlink()
+    with pytest.raises(DatasetError, match=r"missing: \./test/r_1"):
+        load_dataset(tmp_path / "missing", background=(1, 1, 1), eval_split=True)
+
+
 def test_transforms_per_frame_intrinsics_and_pose_flip(tmp_path):
     save_png(tmp_path / "a.png", np.full((20, 30, 3), 128, np.uint8))
     meta = {"fl_x": 40.0, "w": 30, "h": 20, "frames": [

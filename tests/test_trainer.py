@@ -222,3 +222,28 @@ def test_evaluation_on_a_reset_step_sees_the_model_before_the_reset(tmp_path):
     ply = load_ply(tmp_path / "point_cloud" / "iteration_12" / "point_cloud.ply")
     assert np.median(ply.opacities) > 0.011, "the saved model was taken after the reset"
     assert np.all(trainer.step.get_model().opacities <= 0.0101)   # the reset did happen after
+
+
+def test_white_background_resets_opacity_at_the_first_densification(tmp_path):
+    """3DGS (train.py): with a white background, opacity is also reset at densify_from_iter, so the
+    initial fog is not densified; with another background only the periodic resets happen."""
+    seen = {}
+
+    def grab(it, trainer):
+        if it == 4:
+            seen["max_opacity"] = float(trainer.step.get_model().opacities.max())
+
+    for background, reset in (((1.0, 1.0, 1.0), True), ((0.0, 0.0, 0.0), False)):
+        cfg = tiny_config(6)
+        cfg.background = background
+        cfg.densify.start = 4       # densify_now needs it > start: step 4 only resets
+        trainer = Trainer(default_dataset(resolution=6, eval_split=True, num_cameras=16,
+                                          num_points=600, background=background),
+                          cfg, str(tmp_path / str(reset)), cpu_factory, log=lambda m: None)
+        try:
+            trainer.run(on_step=grab)
+        finally:
+            trainer.close()
+        log = (tmp_path / str(reset) / "train.log").read_text()
+        assert ("step 4: opacity reset" in log) == reset
+        assert (seen["max_opacity"] <= 0.0101) == reset, seen

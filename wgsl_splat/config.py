@@ -29,6 +29,10 @@ class DensifyConfig:
     max_world_scale: float = 0.1      # × extent; applied after the first opacity reset
     opacity_reset_every: int = 3000
     reset_opacity: float = 0.01
+    # 3DGS (train.py) also resets opacity at the first densification step when the background is
+    # white: the grey initial fog is then as visible as the object against the white background
+    # and must not be densified (it was 231k floaters at step 3000 on lego without it).
+    white_background_reset: bool = True
     max_gaussians: int = 3_000_000    # a hard cap so a runaway densification cannot eat all memory
 
 
@@ -40,11 +44,13 @@ class TrainConfig:
     lambda_dssim: float = 0.2
     background: tuple = (0.0, 0.0, 0.0)
     seed: int = 0
-    eval_at: tuple = (7_000, 30_000)          # steps at which test views are evaluated
+    # steps at which test views are evaluated (the 3DGS paper's 7k and 30k, plus the early curve)
+    eval_at: tuple = (1_000, 2_000, 3_000, 7_000, 15_000, 30_000)
     save_at: tuple = (7_000, 30_000)          # steps at which a PLY is written (the last always is)
     checkpoint_every: int = 1000
     log_every: int = 100
     random_init_points: int = 100_000         # when the scene has no point cloud
+    lpips: bool = True                        # LPIPS-VGG at the final evaluation when installed
     densify: DensifyConfig = field(default_factory=DensifyConfig)
     optim: OptimConfig = field(default_factory=OptimConfig)
 
@@ -69,7 +75,7 @@ def preset(name: str) -> TrainConfig:
     if name == "default":
         return TrainConfig()
     if name == "fast":
-        cfg = TrainConfig(iters=7000, eval_at=(3000, 7000), save_at=(7000,))
+        cfg = TrainConfig(iters=7000, eval_at=(1000, 2000, 3000, 7000), save_at=(7000,))
         cfg.densify.stop = 6000
         return cfg
     if name == "smoke":

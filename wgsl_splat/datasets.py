@@ -37,7 +37,7 @@ import numpy as np
 
 from .camera import Camera
 from .colmap import ColmapError, find_model, read_model
-from .image_ops import (IMAGE_EXTENSIONS, Distortion, ImageCache, ImageReadError,
+from .image_ops import (IMAGE_EXTENSIONS, Distortion, ImageCache, ImageReadError, image_has_alpha,
                         max_outside_pixels, read_image, read_image_size, reason, resize_area,
                         to_u8, undistort_image, user_cache_root)
 
@@ -46,6 +46,7 @@ __all__ = ["Dataset", "DatasetError", "ImageSource", "load_dataset"]
 UNDISTORT_HINT = ("undistort the scene first: colmap image_undistorter --image_path images "
                   "--input_path sparse/0 --output_path undistorted, then train on undistorted/")
 SINGLE_IMAGE_FOCAL_FACTOR = 10.0  # single-image mode: fx = fy = 10·max(W, H), nearly orthographic
+NERF_SYNTHETIC_HALF_SIDE = 1.3    # 3DGS's random-init cube for Blender-layout scenes
 _CACHE_VERSION = "1"
 _MAX_LISTED = 5
 
@@ -107,6 +108,7 @@ class Dataset:
     root: str = ""
     resolution: float = 1.0
     aabb: np.ndarray | None = None  # (2,3) scene box declared by the data (instant-ngp aabb_scale)
+    synthetic: bool = False         # Blender layout (transforms_train/test.json): NeRF-synthetic
     sources: list[ImageSource] = field(default_factory=list, repr=False)
     cache: ImageCache | None = field(default=None, repr=False)
     stats: dict = field(default_factory=lambda: {"decoded": 0, "cache_hits": 0,
@@ -213,6 +215,8 @@ class Dataset:
         """Axis-aligned box ``(lo, hi)`` for random initialisation when ``points`` is None.
 
         - point cloud present: its bounding box;
+        - NeRF-synthetic (Blender layout): the cube [-1.3, 1.3]³, as 3DGS initialises these scenes
+          (``readNerfSyntheticInfo``); their objects are normalised to fit it, cameras at radius ~4;
         - single image: the image plane at z = 1 (zero thickness: sample points on the plane);
         - otherwise from the cameras: a cube centred on the point closest (least squares) to all
           optical axes, half-side = half the median camera distance to it — the region the
@@ -223,6 +227,9 @@ class Dataset:
         """
         if self.points is not None and len(self.points):
             return self.points.min(axis=0), self.points.max(axis=0)
+        if self.synthetic:
+            half = np.full(3, NERF_SYNTHETIC_HALF_SIDE)
+            return -half, half
         if self.kind == "image":
             c = self.cameras[0]
             half = np.array([0.5 * c.width / c.fx, 0.5 * c.height / c.fy, 0.0])
@@ -283,6 +290,7 @@ def load_dataset(path, *, resolution: float = 1, eval_split: bool = False,
     notes: list[str] = []
     split_hint = None
     aabb = None
+    synthetic = False
     if p.is_file():
         if p.suffix.lower() == ".json":
             root, kind = p.parent, "nerf"
@@ -306,9 +314,15 @@ def load_dataset(path, *, resolution: float = 1, eval_split: bool = False,
             full, sources, points, colors, split_hint, aabb = _load_transforms(
                 [p / "transforms.json"], notes)
         elif any(b.is_file() for b in blender):
-            kind = "nerf"
+            if not blender[0].is_file():
+                raise DatasetError(f"{blender[1]} has no transforms_train.json beside it: a Blender "
+                                   "scene trains on transforms_train.json and evaluates on "
+                                   "transforms_test.json")
+            kind, synthetic = "nerf", True
             full, sources, points, colors, split_hint, aabb = _load_transforms(
-                [b for b in blender if b.is_file()], notes)
+                [b for b in blender if b.is_file()], notes, synthetic=True)
+            if np.any(bg != 0):
+                _require_alpha(sources, bg)
         elif find_model(p):
             raise DatasetError(f"{p} is a COLMAP model folder; pass the scene folder that holds "
                                "sparse/ and images/ instead")
@@ -340,7 +354,17 @@ def load_dataset(path, *, resolution: float = 1, eval_split: bool = False,
             fallback = user_cache_root() / f"{root.resolve().name or 'scene'}-{digest}" / label
             cache = ImageCache([root / ".wgsl_splat_cache" / label, fallback])
     return Dataset(cameras, points, colors, train, test, bg, kind, notes, str(root), resolution,
-                   aabb, sources, cache)
+                   aabb, synthetic, sources, cache)
+
+
+def _require_alpha(sources: list[ImageSource], background: np.ndarray) -> None:
+    """A synthetic (Blender) scene is composited on the background at load: its images must carry
+    the alpha channel that says where the object is (one header read per image)."""
+    for src in sources:
+        if not _checked(image_has_alpha, src.path):
+            raise DatasetError(f"image {src.path} has no alpha channel: a Blender-layout scene is "
+                               f"RGBA, composited on the background ({', '.join(f'{c:g}' for c in background)}) "
+                               "when loaded; use the RGBA originals, or train without a background colour")
 
 
 def _split(cameras, kind, eval_split, split_hint, notes) -> tuple[list[int], list[int]]:
@@ -551,7 +575,7 @@ def _read_point_cloud(path: Path) -> tuple[np.ndarray, np.ndarray] | None:
     return (xyz, rgb) if len(xyz) else None
 
 
-def _load_transforms(json_paths: list[Path], notes: list[str]):
+def _load_transforms(json_paths: list[Path], notes: list[str], synthetic: bool = False):
     cams, sources, missing, split_of, aabb = [], [], [], {}, None
     cloud = None
     for jp in json_paths:
@@ -596,8 +620,12 @@ def _load_transforms(json_paths: list[Path], notes: list[str]):
     if len(json_paths) > 1:
         notes.append("merged " + " + ".join(p.name for p in json_paths))
     if cloud is None:
-        notes.append("no point cloud: initialise randomly inside bounds() (the region the cameras "
-                     "look at" + (", within the aabb_scale box)" if aabb is not None else ")"))
+        if synthetic:
+            notes.append(f"no point cloud: initialise randomly in the cube ±{NERF_SYNTHETIC_HALF_SIDE} "
+                         "(NeRF-synthetic, as 3DGS)")
+        else:
+            notes.append("no point cloud: initialise randomly inside bounds() (the region the cameras "
+                         "look at" + (", within the aabb_scale box)" if aabb is not None else ")"))
     hint = split_of if len(json_paths) > 1 else None
     points, colors = cloud if cloud is not None else (None, None)
     return cams, sources, points, colors, hint, aabb

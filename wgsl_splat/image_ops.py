@@ -13,7 +13,7 @@ from pathlib import Path
 
 import numpy as np
 
-__all__ = ["IMAGE_EXTENSIONS", "ImageReadError", "Distortion", "ImageCache", "read_image",
+__all__ = ["IMAGE_EXTENSIONS", "ImageReadError", "Distortion", "ImageCache", "image_has_alpha", "read_image",
            "read_image_size", "resize_area", "undistort_image", "max_outside_pixels", "to_u8",
            "user_cache_root", "is_writable_dir"]
 
@@ -35,6 +35,21 @@ def read_image_size(path) -> tuple[int, int]:
         raise ImageReadError(f"cannot read image {path}: {reason(exc)}") from None
 
 
+def _has_alpha(im) -> bool:
+    return im.mode in ("RGBA", "LA", "PA", "RGBa", "La") or "transparency" in im.info
+
+
+def image_has_alpha(path) -> bool:
+    """Whether the file stores an alpha channel (or a transparency key), from its header."""
+    from PIL import Image
+
+    try:
+        with Image.open(path) as im:
+            return _has_alpha(im)
+    except Exception as exc:  # PIL raises many types for bad files
+        raise ImageReadError(f"cannot read image {path}: {reason(exc)}") from None
+
+
 def read_image(path) -> np.ndarray:
     """Decode to float32 in [0,1], shape (H,W,3) or (H,W,4) (straight alpha); grey becomes RGB.
 
@@ -50,7 +65,7 @@ def read_image(path) -> np.ndarray:
             elif im.mode == "F":
                 arr = np.asarray(im, dtype=np.float32)
             else:
-                alpha = im.mode in ("RGBA", "LA", "PA", "RGBa", "La") or "transparency" in im.info
+                alpha = _has_alpha(im)
                 arr = np.asarray(im.convert("RGBA" if alpha else "RGB"), dtype=np.float32) / 255.0
     except Exception as exc:
         raise ImageReadError(f"cannot decode image {path}: {reason(exc)}") from None

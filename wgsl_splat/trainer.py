@@ -25,7 +25,8 @@ import numpy as np
 from .atomic_io import save_npz, save_png, write_json
 from .config import TrainConfig
 from .densify import densify_and_prune, reset_opacity
-from .model import GaussianModel, PARAM_GROUPS
+from .evaluation import Lpips, evaluate_views
+from .model import PARAM_GROUPS, SH_C0, GaussianModel
 from .optim import AdamState
 from .step import DensifyStats, TrainStep
 
@@ -62,7 +63,12 @@ class Timing:
 
 
 def initial_model(dataset, cfg: TrainConfig, rng: np.random.Generator, log) -> GaussianModel:
-    """SfM points when the scene has them, otherwise random points inside the scene bounds."""
+    """SfM points when the scene has them, otherwise random points inside the scene bounds.
+
+    Random points get 3DGS's "random colours" (``readNerfSyntheticInfo``): SH DC coefficients drawn
+    from [0, 1/255), i.e. a faint grey of 0.5 — a neutral fog that the first steps carve away,
+    rather than saturated colours that must first be unlearned.
+    """
     if dataset.points is not None and len(dataset.points) > 0:
         log(f"init: {len(dataset.points)} points from the scene's point cloud")
         return GaussianModel.from_points(dataset.points, dataset.point_colors, sh_degree=cfg.sh_degree)
@@ -70,7 +76,7 @@ def initial_model(dataset, cfg: TrainConfig, rng: np.random.Generator, log) -> G
     n = cfg.random_init_points
     log(f"init: no point cloud, {n} random points in the scene bounds {np.round(lo, 3)}..{np.round(hi, 3)}")
     points = rng.uniform(lo, hi, size=(n, 3))
-    colors = rng.uniform(0.0, 1.0, size=(n, 3))
+    colors = 0.5 + SH_C0 * rng.uniform(0.0, 1.0 / 255.0, size=(n, 3))
     return GaussianModel.from_points(points, colors, sh_degree=cfg.sh_degree)
 
 
@@ -80,33 +86,6 @@ def scene_extent(dataset) -> float:
         lo, hi = (np.asarray(b, dtype=np.float64) for b in dataset.bounds())
         extent = max(float(np.linalg.norm(hi - lo)) / 2, 1e-3)
     return extent
-
-
-def evaluate_views(dataset, render_fn, out_dir: str, iteration: int) -> dict:
-    """PSNR / SSIM / L1 on the test views (or up to 5 training views when there is no split), one
-    view at a time (never all images resident); renders saved as PNG under ``out_dir/<split>/``."""
-    from .reference.loss import l1, psnr, ssim
-
-    t0 = time.perf_counter()
-    split = "test" if dataset.test_indices else "train"
-    views = dataset.test_indices or dataset.train_indices[:: max(1, len(dataset.train_indices) // 5)][:5]
-    out = os.path.join(out_dir, split, f"iteration_{iteration}")
-    os.makedirs(out, exist_ok=True)
-    per_view = {}
-    for i in views:
-        cam = dataset.cameras[i]
-        gt = dataset.load_image(i)
-        img = np.clip(render_fn(cam), 0.0, 1.0)
-        name = cam.name or f"view_{i:03d}"
-        per_view[name] = dict(psnr=psnr(img, gt), ssim=ssim(img.astype(np.float64), gt.astype(np.float64)),
-                              l1=l1(img, gt))
-        save_png(os.path.join(out, os.path.splitext(name.replace(os.sep, "_"))[0] + ".png"), img)
-    mean = {k: float(np.mean([v[k] for v in per_view.values()])) for k in ("psnr", "ssim", "l1")}
-    line = (f"eval @ {iteration} on {len(views)} {split} views: PSNR {mean['psnr']:.2f} dB, "
-            f"SSIM {mean['ssim']:.4f}, L1 {mean['l1']:.4f}")
-    return dict(split=split, views=len(views), mean=mean, per_view=per_view, lpips=None,
-                lpips_note="LPIPS needs the optional 'lpips' package with its weights; not computed",
-                seconds=time.perf_counter() - t0, line=line)
 
 
 class Trainer:
@@ -128,6 +107,7 @@ class Trainer:
         self._image_cache: dict[int, np.ndarray] = {}
         self._cache_bytes = 0
         self.metrics: dict = {}
+        self._lpips: Lpips | None = None
         metrics_path = os.path.join(out_dir, "metrics.json")
         if os.path.exists(metrics_path):
             with open(metrics_path) as f:
@@ -213,8 +193,12 @@ class Trainer:
         return path
 
     def evaluate(self, iteration: int) -> dict:
+        """Held-out metrics (evaluation.py); LPIPS only at the end of the run (a VGG per view)."""
+        final = iteration == self.cfg.iters
+        if final and self.cfg.lpips and self._lpips is None:
+            self._lpips = Lpips()
         result = evaluate_views(self.dataset, lambda cam: self.step.render(cam, self.active_sh_degree(iteration)),
-                                self.out_dir, iteration)
+                                self.out_dir, iteration, lpips=self._lpips if final else None)
         result["num_gaussians"] = self.step.num_gaussians
         self.metrics[f"iteration_{iteration}"] = result
         write_json(os.path.join(self.out_dir, "metrics.json"), self.metrics)
@@ -273,6 +257,7 @@ class Trainer:
         # so a NaN is noticed at most this many steps late -- and always before a checkpoint.
         loss_every = max(1, min(cfg.log_every, 25))
         can_profile = hasattr(self.step, "enable_profiling")
+        white_reset = dcfg.white_background_reset and all(c >= 1.0 for c in cfg.background)
 
         def check_losses(upto: int):
             nonlocal loss_ema
@@ -299,7 +284,8 @@ class Trainer:
                 self.timing.add("data", t1 - t0)
                 self.timing.add("step", t2 - t1)
                 densify_now = it < dcfg.stop and it > dcfg.start and it % dcfg.every == 0
-                reset_now = it < dcfg.stop and it % dcfg.opacity_reset_every == 0
+                reset_now = it < dcfg.stop and (it % dcfg.opacity_reset_every == 0
+                                                 or (it == dcfg.start and white_reset))
                 output_now = (it in cfg.eval_at or it in cfg.save_at or it % cfg.checkpoint_every == 0
                               or it == cfg.iters)
                 log_now = it % cfg.log_every == 0 or it == cfg.iters
