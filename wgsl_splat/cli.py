@@ -6,6 +6,7 @@ Each command lives in a small function here and imports its heavy modules lazily
 
 from __future__ import annotations
 
+import math
 import sys
 
 import click
@@ -33,6 +34,25 @@ class SplatGroup(click.Group):
 @click.version_option(package_name="wgsl_splat")
 def main() -> None:
     """3D Gaussian Splatting on WGSL compute shaders (wgpu), with a NumPy reference path."""
+
+
+class FiniteFloat(click.FloatRange):
+    """A float range that also refuses nan and infinity (``FloatRange`` lets nan through: every
+    comparison with nan is false)."""
+
+    name = "finite float"
+
+    def convert(self, value, param, ctx):
+        value = super().convert(value, param, ctx)
+        if not math.isfinite(value):
+            self.fail(f"{value} is not a finite number.", param, ctx)
+        return value
+
+
+def given_flags(ctx: click.Context) -> frozenset:
+    """Names of the parameters the user set (command line or environment), not left at default."""
+    sources = (click.core.ParameterSource.COMMANDLINE, click.core.ParameterSource.ENVIRONMENT)
+    return frozenset(p.name for p in ctx.command.params if ctx.get_parameter_source(p.name) in sources)
 
 
 DEVICE_OPTION = click.option(
@@ -87,29 +107,41 @@ def render(model_path, data, camera_json, out_dir, background, limit, device):
 @click.option("--densify-from", type=int, default=None, help="First densification step (default 500).")
 @click.option("--densify-until", type=int, default=None, help="Last densification step (default 15000).")
 @click.option("--densify-every", type=click.IntRange(min=1), default=None, help="Steps between densifications (default 100).")
-@click.option("--densify-grad-threshold", type=float, default=None, help="Mean NDC gradient that triggers densification (default 2e-4).")
+@click.option("--densify-grad-threshold", type=FiniteFloat(min=0), default=None,
+              help="Mean NDC gradient that triggers densification (default 2e-4).")
 @click.option("--opacity-reset-every", type=click.IntRange(min=1), default=None,
               help="Steps between opacity resets while densifying (default 3000).")
-@click.option("--prune-screen-size", type=click.FloatRange(min=0), default=None,
+@click.option("--prune-screen-size", type=FiniteFloat(min=0), default=None,
               help="Also prune Gaussians wider than this many pixels after the first reset "
                    "(default 0 = off, as the original 3DGS effectively does).")
 @click.option("--white-background", is_flag=True, help="Train against a white background (synthetic scenes).")
-@click.option("--seed", type=int, default=0, show_default=True)
-@click.option("--resume", default=None, help="Continue from a checkpoint file, or 'latest' in --out.")
+@click.option("--seed", type=click.IntRange(min=0), default=0, show_default=True)
+@click.option("--resume", default=None,
+              help="Continue the run in --out ('latest': its newest intact checkpoint) or from a "
+                   "checkpoint file, with the run's own configuration.")
+@click.option("--overwrite", is_flag=True,
+              help="Replace the run stored in --out (removes only the files a run writes).")
+@click.option("--lr-scale", type=FiniteFloat(min=0, min_open=True), default=1.0, show_default=True,
+              help="Multiply every learning rate (experiments; recorded in cfg.json).")
 @click.option("--eval-at", default=None, help="Comma-separated steps at which to evaluate (default: preset's).")
 @click.option("--preview", is_flag=True,
               help="Show the model live in a window while it trains (GPU path; ignored without a display).")
-def train(data, out_dir, preset, iters, eval_split, resolution, device, adapter_filter, sh_degree,
+@click.pass_context
+def train(ctx, data, out_dir, preset, iters, eval_split, resolution, device, adapter_filter, sh_degree,
           densify_from, densify_until, densify_every, densify_grad_threshold, opacity_reset_every,
-          prune_screen_size, white_background, seed, resume, eval_at, preview):
+          prune_screen_size, white_background, seed, resume, overwrite, lr_scale, eval_at, preview):
     """Train on DATA: a COLMAP folder, a transforms.json scene, one image, or 'default' (the
-    embedded procedural scene). Writes a .ply, checkpoints, metrics.json and a log into --out."""
+    embedded procedural scene). Writes a .ply, checkpoints, metrics.json and a log into --out,
+    which holds one run: an existing run is continued (--resume latest) or replaced (--overwrite).
+
+    SIGINT (Ctrl-C) and SIGTERM finish the current step, save a checkpoint and the PLY, and exit
+    with 130 / 143."""
     from . import commands
 
     commands.train(data, out_dir, preset, iters, eval_split, resolution, device, adapter_filter, sh_degree,
                    densify_from, densify_until, densify_every, densify_grad_threshold,
                    opacity_reset_every, prune_screen_size, white_background, seed, resume, eval_at,
-                   preview)
+                   preview, overwrite=overwrite, lr_scale=lr_scale, given=given_flags(ctx))
 
 
 @main.command("eval")

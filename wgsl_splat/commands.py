@@ -111,12 +111,14 @@ def render(model_path, data, camera_json, out_dir, background, limit, device) ->
 def load_training_data(data: str, resolution: int, eval_split: bool, background):
     from .datasets import DatasetError, load_dataset
 
-    if data == "default":
-        from .default_scene import default_dataset
-
-        return default_dataset(resolution=resolution, eval_split=eval_split, background=background)
     try:
-        return load_dataset(data, resolution=resolution, eval_split=eval_split, background=background)
+        if data == "default":
+            from .default_scene import default_dataset
+
+            return default_dataset(resolution=resolution, eval_split=eval_split,
+                                   background=background)
+        return load_dataset(data, resolution=resolution, eval_split=eval_split,
+                            background=background)
     except DatasetError as exc:
         raise UserError(str(exc)) from None
 
@@ -146,13 +148,73 @@ def make_step_factory(device: str, adapter_filter: str | None, echo):
     return gpu_factory, f"gpu ({ctx.name})"
 
 
+def _run_settings(cfg, run: dict) -> dict:
+    """The value of every ``train`` flag that shapes a run, read from its configuration and run
+    info: what a resumed run compares the flags given again with (keys are the flags' names)."""
+    d = cfg.densify
+    return {"data": run.get("data"), "preset": run.get("preset"),
+            "resolution": run.get("resolution"), "eval_split": run.get("eval_split"),
+            "iters": cfg.iters, "sh_degree": cfg.sh_degree, "densify_from": d.start,
+            "densify_until": d.stop, "densify_every": d.every,
+            "densify_grad_threshold": d.grad_threshold,
+            "opacity_reset_every": d.opacity_reset_every, "prune_screen_size": d.max_screen_size,
+            "white_background": tuple(cfg.background) == (1.0, 1.0, 1.0), "seed": cfg.seed,
+            "eval_at": tuple(cfg.eval_at), "lr_scale": cfg.optim.lr_scale}
+
+
+_FLAG_NAMES = {"data": "DATA", "eval_split": "--eval", "resolution": "-r/--resolution"}
+
+
+def _resumed_settings(meta: dict, cfg, run: dict, given) -> tuple:
+    """The configuration and run info a resumed run continues with: the checkpoint's own. Flags
+    given again must agree with it (one line naming the first that does not)."""
+    from .config import TrainConfig
+
+    old_cfg = TrainConfig.from_dict(meta["config"])
+    old_run = {**run, **(meta.get("run") or {})}   # checkpoints before format 2 lack run info
+    old, new = _run_settings(old_cfg, old_run), _run_settings(cfg, run)
+    for flag in sorted(given):
+        if flag in old and old[flag] != new[flag]:
+            name = _FLAG_NAMES.get(flag, "--" + flag.replace("_", "-"))
+            raise UserError(f"{name} {new[flag]} disagrees with the run being resumed ({old[flag]}): "
+                            f"a resumed run keeps its own configuration; drop the flag, or train "
+                            f"into a new --out")
+    return old_cfg, old_run
+
+
+def _parse_eval_at(text: str, iters: int) -> tuple:
+    try:
+        steps = sorted({int(s) for s in text.split(",") if s.strip()})
+    except ValueError:
+        raise UserError(f"--eval-at takes comma-separated step numbers, got {text!r}") from None
+    bad = [s for s in steps if not 1 <= s <= iters]
+    if bad or not steps:
+        raise UserError(f"--eval-at {text!r}: steps must lie between 1 and {iters} (the run's length)")
+    return tuple(steps)
+
+
+def _default_out_dir(data: str, resume: str | None) -> str:
+    """A checkpoint's own run folder when resuming from one, else ``runs/<scene name>``."""
+    if resume and resume != "latest":
+        folder = os.path.dirname(os.path.abspath(resume))
+        if os.path.basename(folder) == "checkpoints":
+            return os.path.dirname(folder)
+    name = "default" if data == "default" else os.path.basename(os.path.normpath(data)) or "scene"
+    return os.path.join("runs", name)
+
+
 def train(data, out_dir, preset, iters, eval_split, resolution, device, adapter_filter, sh_degree,
           densify_from, densify_until, densify_every, densify_grad_threshold, opacity_reset_every,
-          prune_screen_size, white_background, seed, resume, eval_at, preview=False) -> None:
+          prune_screen_size, white_background, seed, resume, eval_at, preview=False,
+          overwrite=False, lr_scale=1.0, given=frozenset()) -> None:
+    """``given``: the names of the flags given on the command line (a resumed run checks them
+    against its own configuration instead of applying them)."""
     import click
+    from dataclasses import replace
 
     from .config import preset as make_preset
-    from .trainer import Trainer, TrainingError
+    from .run_dir import RunDirError, open_run_dir
+    from .trainer import TrainingError, find_checkpoint
 
     cfg = make_preset(preset)
     if iters is not None:
@@ -160,10 +222,7 @@ def train(data, out_dir, preset, iters, eval_split, resolution, device, adapter_
         cfg.eval_at = tuple(s for s in cfg.eval_at if s < iters) + (iters,)
         cfg.save_at = tuple(s for s in cfg.save_at if s < iters) + (iters,)
     if eval_at:
-        try:
-            cfg.eval_at = tuple(int(s) for s in eval_at.split(",") if s.strip())
-        except ValueError:
-            raise UserError(f"--eval-at takes comma-separated step numbers, got {eval_at!r}") from None
+        cfg.eval_at = _parse_eval_at(eval_at, cfg.iters)
     if sh_degree is not None:
         cfg.sh_degree = sh_degree
     for name, value in (("start", densify_from), ("stop", densify_until), ("every", densify_every),
@@ -174,19 +233,61 @@ def train(data, out_dir, preset, iters, eval_split, resolution, device, adapter_
             setattr(cfg.densify, name, value)
     cfg.seed = seed
     cfg.background = (1.0, 1.0, 1.0) if white_background else (0.0, 0.0, 0.0)
+    cfg.optim = replace(cfg.optim, lr_scale=float(lr_scale))
+    run_info = dict(data=data if data == "default" else os.path.abspath(data), resolution=resolution,
+                    eval_split=eval_split, preset=preset)
+    if resume and overwrite:
+        raise UserError("--resume continues the run in --out and --overwrite replaces it: pass one")
+
+    out_dir = out_dir or _default_out_dir(data, resume)
+    continues_run = resume is not None and (
+        resume == "latest" or _inside(os.path.abspath(resume), os.path.abspath(out_dir)))
+    try:
+        lock = open_run_dir(out_dir, continues_run=continues_run, overwrite=overwrite,
+                            log=click.echo)
+    except RunDirError as exc:
+        raise UserError(str(exc)) from None
+    try:
+        if resume:
+            try:
+                resume, meta = find_checkpoint(os.path.join(out_dir, "checkpoints"), resume,
+                                               click.echo)
+            except TrainingError as exc:
+                raise UserError(str(exc)) from None
+            cfg, run_info = _resumed_settings(meta, cfg, run_info, given)
+            data, resolution, eval_split = (run_info["data"], run_info["resolution"],
+                                            run_info["eval_split"])
+        _train_in(out_dir, cfg, run_info, data, resolution, eval_split, device, adapter_filter,
+                  resume, preview)
+    finally:
+        lock.release()
+
+
+def _inside(path: str, folder: str) -> bool:
+    return os.path.commonpath([path, folder]) == folder
+
+
+def _train_in(out_dir, cfg, run_info, data, resolution, eval_split, device, adapter_filter,
+              resume, preview) -> None:
+    """The run itself, in a locked output folder."""
+    import click
+
+    from .datasets import DatasetError
+    from .trainer import Trainer, TrainingError
 
     dataset = load_training_data(data, resolution, eval_split, cfg.background)
     for note in dataset.notes:
         click.echo(f"note: {note}")
-    if out_dir is None:
-        name = "default" if data == "default" else os.path.basename(os.path.normpath(data)) or "scene"
-        out_dir = os.path.join("runs", name)
+    with click.progressbar(length=len(dataset.cameras), label="decoding images") as bar:
+        try:   # every image before step 1: a bad one is an error now, not hours into the run
+            dataset.preload(progress=bar.update)
+        except DatasetError as exc:
+            raise UserError(str(exc)) from None
     factory, path_name = make_step_factory(device, adapter_filter, click.echo)
     click.echo(f"Training {len(dataset.train_indices)} views ({len(dataset.test_indices)} held out) "
                f"for {cfg.iters} steps on {path_name} -> {out_dir}")
-    run_info = dict(data=data if data == "default" else os.path.abspath(data), resolution=resolution,
-                    eval_split=eval_split, device=path_name)
-    trainer = Trainer(dataset, cfg, out_dir, factory, log=click.echo, run_info=run_info)
+    trainer = Trainer(dataset, cfg, out_dir, factory, log=click.echo,
+                      run_info=dict(run_info, device=path_name))
     on_step = None
     if preview:
         on_step = _preview_hook(dataset, click.echo)
@@ -211,9 +312,13 @@ def train(data, out_dir, preset, iters, eval_split, resolution, device, adapter_
         trainer.close()
         if on_step is not None:
             on_step.close()
-    last = summary["iterations"]
-    click.echo(f"Results in {out_dir}: point_cloud/iteration_{last}/point_cloud.ply, metrics.json, "
-               f"train.log, checkpoints/")
+    ply = os.path.relpath(summary["ply"], out_dir) if summary["ply"] else "no PLY"
+    if summary["interrupted"]:
+        click.echo(f"Interrupted by {summary['interrupted']} at step {summary['iterations']}: "
+                   f"saved {ply} and {os.path.relpath(summary['checkpoint'], out_dir)} in "
+                   f"{out_dir}. Continue with: wgsl_splat train --out {out_dir} --resume latest")
+        raise click.exceptions.Exit(128 + summary["signal"])   # what shells report for a signal
+    click.echo(f"Results in {out_dir}: {ply}, metrics.json, train.log, checkpoints/")
 
 
 class _preview_hook:

@@ -71,6 +71,11 @@ class TrainStep(ABC):
         (the GPU path uploads each view's image once); the caller promises the same id always comes
         with the same image."""
 
+    def holds_target(self, view_id) -> bool:
+        """True when the step keeps view ``view_id``'s image itself, so that :meth:`step` may be
+        called with ``target=None`` for it (the GPU path, after the view's first upload)."""
+        return False
+
     @abstractmethod
     def take_losses(self) -> list[float]:
         """The losses of every step since the last call, oldest first."""
