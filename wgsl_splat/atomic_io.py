@@ -49,6 +49,14 @@ def atomic_open(path):
         raise
 
 
+def safe_file_stem(name: str, fallback: str) -> str:
+    """``name`` (a camera or image name, maybe with folders, maybe hostile) without its extension,
+    as one file name inside the output folder: separators become ``_``, so ``../../x`` stays
+    inside; ``fallback`` when nothing usable is left."""
+    stem = re.sub(r"[\\/:]", "_", os.path.splitext(name)[0]).strip()
+    return stem if stem.strip("._") else fallback
+
+
 def remove_orphan_temps(folder) -> list[str]:
     """Delete the temp files that writes interrupted by a crash left under ``folder`` (recursively);
     returns their paths. Only safe while no other process writes there (the run's lock)."""

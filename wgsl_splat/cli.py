@@ -55,6 +55,10 @@ def given_flags(ctx: click.Context) -> frozenset:
     return frozenset(p.name for p in ctx.command.params if ctx.get_parameter_source(p.name) in sources)
 
 
+DROP_NONFINITE_OPTION = click.option(
+    "--drop-nonfinite", is_flag=True,
+    help="Leave out the Gaussians of the PLY that hold NaN or infinity (refused otherwise).")
+
 DEVICE_OPTION = click.option(
     "--device", type=click.Choice(["auto", "gpu", "cpu"]), default="auto", show_default=True,
     help="auto: a wgpu adapter if there is one, else the NumPy path; gpu: fail without an adapter.")
@@ -73,22 +77,30 @@ def parse_color(text: str):
 @main.command()
 @click.argument("model_path", required=False, type=click.Path(dir_okay=False))
 @click.option("--data", "data", default="default", show_default=True,
-              help="Where the cameras come from: 'default' (the embedded scene).")
+              help="The scene whose cameras to render from (next to its images): a COLMAP folder, "
+                   "a transforms.json scene, an image, or 'default' (the embedded scene).")
+@click.option("-r", "--resolution", type=click.IntRange(min=1), default=1, show_default=True,
+              help="Downscale factor of the scene's cameras (as in training).")
 @click.option("--camera", "camera_json", type=click.Path(exists=True, dir_okay=False),
               help="JSON file with one camera or a list: world_to_camera (4x4), fx, fy, cx, cy, width, height.")
 @click.option("--out", "out_dir", default="out/render", show_default=True, type=click.Path(file_okay=False))
 @click.option("--background", default="0,0,0", show_default=True, help="r,g,b in [0,1].")
-@click.option("--limit", type=int, default=None, help="Render at most this many cameras.")
+@click.option("--limit", type=click.IntRange(min=1), default=None, help="Render at most this many cameras.")
+@click.option("--sh-degree", type=click.IntRange(0, 3), default=None,
+              help="Render with at most this SH degree (lower degrees hold more Gaussians on a GPU).")
+@DROP_NONFINITE_OPTION
 @DEVICE_OPTION
-def render(model_path, data, camera_json, out_dir, background, limit, device):
+def render(model_path, data, resolution, camera_json, out_dir, background, limit, sh_degree,
+           drop_nonfinite, device):
     """Render MODEL_PATH (.ply) from the cameras of a scene or a camera file, writing PNGs.
 
-    Without MODEL_PATH the embedded default scene's point cloud is rendered as initial Gaussians
-    (what training starts from), next to the scene's ground-truth images.
+    Without MODEL_PATH the scene's point cloud is rendered as initial Gaussians (what training
+    starts from), next to the scene's ground-truth images.
     """
     from . import commands
 
-    commands.render(model_path, data, camera_json, out_dir, parse_color(background), limit, device)
+    commands.render(model_path, data, camera_json, out_dir, parse_color(background), limit, device,
+                    resolution, sh_degree, drop_nonfinite)
 
 
 @main.command()
@@ -148,12 +160,13 @@ def train(ctx, data, out_dir, preset, iters, eval_split, resolution, device, ada
 @click.argument("out_dir", type=click.Path(file_okay=False))
 @click.option("--data", default=None, help="Scene path (default: the one recorded in OUT_DIR/cfg.json).")
 @click.option("--iteration", type=int, default=None, help="Which saved model (default: the latest).")
+@DROP_NONFINITE_OPTION
 @DEVICE_OPTION
-def eval_cmd(out_dir, data, iteration, device):
+def eval_cmd(out_dir, data, iteration, drop_nonfinite, device):
     """Re-evaluate a finished training run on its held-out views: PSNR, SSIM, L1 into metrics.json."""
     from . import commands
 
-    commands.evaluate(out_dir, data, iteration, device)
+    commands.evaluate(out_dir, data, iteration, device, drop_nonfinite)
 
 
 @main.command()
@@ -213,7 +226,9 @@ def bench(presets, gaussians, width, height, device, steps, warmup, json_path, n
               help="Save the first frame to this PNG and close (scripted screenshots).")
 @click.option("--frames", type=click.IntRange(min=1), default=None, help="Close after this many frames.")
 @click.option("--adapter", "adapter_filter", default=None, help="Use the first GPU adapter whose name contains this.")
-def view(model_path, data, resolution, size, background, screenshot, frames, adapter_filter):
+@DROP_NONFINITE_OPTION
+def view(model_path, data, resolution, size, background, screenshot, frames, adapter_filter,
+         drop_nonfinite):
     """Open MODEL_PATH (.ply) in an interactive window rendered by the GPU pipeline.
 
     Left drag orbits, right drag (or shift + drag) pans, the wheel zooms, W/A/S/D/Q/E fly, R resets
@@ -222,7 +237,7 @@ def view(model_path, data, resolution, size, background, screenshot, frames, ada
     from . import commands
 
     commands.view(model_path, data, resolution, size, parse_color(background), screenshot, frames,
-                  adapter_filter)
+                  adapter_filter, drop_nonfinite)
 
 
 @main.command()

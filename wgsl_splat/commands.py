@@ -26,15 +26,23 @@ def load_cameras_json(path) -> list[Camera]:
         raise UserError(f"cannot read cameras from {path}: {exc}") from None
 
 
-def load_model(path) -> GaussianModel:
-    from .ply import PlyError, load_ply
+def load_model(path, drop_nonfinite: bool = False) -> GaussianModel:
+    import click
+
+    from .ply import NonFinitePlyError, PlyError, load_ply
 
     if not os.path.isfile(path):
         raise UserError(f"model file not found: {path}")
+    notes = []
     try:
-        return load_ply(path)
+        model = load_ply(path, drop_nonfinite=drop_nonfinite, notes=notes)
+    except NonFinitePlyError as exc:
+        raise UserError(f"{exc}; --drop-nonfinite leaves them out") from None
     except PlyError as exc:
         raise UserError(f"{path}: {exc}") from None
+    for note in notes:
+        click.echo(f"note: {note}")
+    return model
 
 
 def gpu_context(device: str, adapter_filter: str | None = None, echo=None, why: str = ""):
@@ -48,17 +56,25 @@ def gpu_context(device: str, adapter_filter: str | None = None, echo=None, why: 
         raise UserError(f"{why}: {exc}" if why else str(exc)) from None
 
 
+def upload_to_gpu(renderer, model, way_out: str) -> None:
+    """``renderer.upload_model(model)``, a model too large for the adapter a one-line error."""
+    from .gpu.renderer import ModelTooLargeError
+
+    try:
+        renderer.upload_model(model)
+    except ModelTooLargeError as exc:
+        raise UserError(f"{exc}: {way_out}") from None
+
+
 def make_renderer(device: str, adapter_filter: str | None = None, echo=None):
     """A function (model, camera, background) -> (H,W,3) image on the chosen path, and its name.
-    The GPU renderer keeps the model resident and re-uploads only when another model is passed."""
-    from .reference import render as cpu_render
-
-    def cpu(model, camera, background):
-        return cpu_render(model, camera, background).image
+    The GPU renderer keeps the model resident and re-uploads only when another model is passed;
+    the NumPy path renders in bounded memory (:func:`~wgsl_splat.reference.render_image`)."""
+    from .reference import render_image
 
     ctx = None if device == "cpu" else gpu_context(device, adapter_filter, echo)
     if ctx is None:
-        return cpu, "cpu (NumPy reference)"
+        return render_image, "cpu (NumPy reference)"
     from .gpu.renderer import GpuRenderer
 
     renderer = GpuRenderer(ctx)
@@ -66,45 +82,53 @@ def make_renderer(device: str, adapter_filter: str | None = None, echo=None):
 
     def gpu(model, camera, background):
         if uploaded["model"] is not model:
-            renderer.upload_model(model)
+            upload_to_gpu(renderer, model, "render it with --device cpu (or, for render, a lower "
+                                           "--sh-degree)")
             uploaded["model"] = model
         return renderer.render(camera, background)
 
     return gpu, f"gpu ({ctx.name})"
 
 
-def render(model_path, data, camera_json, out_dir, background, limit, device) -> None:
+def render(model_path, data, camera_json, out_dir, background, limit, device, resolution=1,
+           sh_degree=None, drop_nonfinite=False) -> None:
+    """Render a model from a scene's cameras (next to its images) or from a camera file.
+
+    ``data``: 'default' (the embedded scene) or any scene ``train`` reads, at ``resolution``.
+    Without ``model_path`` the scene's point cloud is rendered as initial Gaussians.
+    """
     import click
 
-    ground_truth = None
-    if data != "default":
-        raise UserError(f"--data {data!r}: only 'default' (the embedded scene) is supported so far")
-    from .default_scene import make_default_scene
+    from .atomic_io import safe_file_stem
 
-    scene = make_default_scene()
-    cameras = scene.cameras
+    model = load_model(model_path, drop_nonfinite) if model_path else None
+    dataset = load_training_data(data, resolution, False, background)
+    if model is None:
+        if dataset.points is None:
+            raise UserError(f"{data} has no point cloud to render: pass a MODEL.ply")
+        model = GaussianModel.from_points(dataset.points, dataset.point_colors, sh_degree=0)
+    if sh_degree is not None and sh_degree < model.sh_degree:
+        model = model.with_sh_degree(sh_degree)
+    views = [(cam, i) for i, cam in enumerate(dataset.cameras)]   # (camera, ground-truth index)
     if camera_json:
-        cameras, ground_truth = load_cameras_json(camera_json), None
-    else:
-        ground_truth = scene.images
-    if model_path:
-        model = load_model(model_path)
-    else:
-        model = GaussianModel.from_points(scene.points, scene.colors, sh_degree=0)
+        views = [(cam, None) for cam in load_cameras_json(camera_json)]
     if limit is not None:
-        cameras = cameras[:limit]
+        views = views[:limit]
     render_fn, path_name = make_renderer(device, echo=click.echo)
-    os.makedirs(out_dir, exist_ok=True)
+    try:
+        os.makedirs(out_dir, exist_ok=True)
+    except OSError as exc:
+        raise UserError(f"cannot create --out {out_dir}: {exc.strerror or exc}") from None
     times = []
-    for i, cam in enumerate(cameras):
+    for k, (cam, gt) in enumerate(views):
         t0 = time.perf_counter()
         image = render_fn(model, cam, background)
         times.append(time.perf_counter() - t0)
-        name = cam.name or f"camera_{i:03d}"
+        name = safe_file_stem(cam.name, f"camera_{k:03d}")
         save_png(os.path.join(out_dir, f"{name}.png"), image)
-        if ground_truth is not None:
-            save_png(os.path.join(out_dir, f"{name}_gt.png"), ground_truth[i])
-    click.echo(f"Rendered {len(cameras)} views of {len(model)} Gaussians on {path_name} "
+        if gt is not None:
+            save_png(os.path.join(out_dir, f"{name}_gt.png"), dataset.load_image(gt))
+    click.echo(f"Rendered {len(views)} views of {len(model)} Gaussians on {path_name} "
                f"(median {1000 * float(np.median(times)):.1f} ms/view) into {out_dir}")
 
 
@@ -361,7 +385,8 @@ class _preview_hook:
             self.preview.close()
 
 
-def view(model_path, data, resolution, size, background, screenshot, frames, adapter_filter) -> None:
+def view(model_path, data, resolution, size, background, screenshot, frames, adapter_filter,
+         drop_nonfinite=False) -> None:
     import click
 
     from .gpu.renderer import GpuRenderer
@@ -373,13 +398,21 @@ def view(model_path, data, resolution, size, background, screenshot, frames, ada
         assert w > 0 and h > 0
     except (ValueError, AssertionError):
         raise UserError(f"--size takes WIDTHxHEIGHT, got {size!r}") from None
-    model = load_model(model_path)
+    model = load_model(model_path, drop_nonfinite)
     cameras = []
     if data:
         cameras = list(load_training_data(data, resolution, False, background).cameras)
     ctx = gpu_context("gpu", adapter_filter, click.echo, "the viewer renders on the GPU")
+    # The window's surface is one texture, the image one storage buffer: a size beyond either
+    # would abort the process in the driver (a Rust panic), not raise.
+    side = int(ctx.limits.get("max-texture-dimension-2d", 8192))
+    pixels = ctx.max_binding_bytes // 12
+    if w > side or h > side or w * h > pixels:
+        raise UserError(f"--size {w}x{h} is beyond this adapter: at most {side} px a side and "
+                        f"{pixels / 1e6:.1f} megapixels")
     renderer = GpuRenderer(ctx)
-    renderer.upload_model(model)
+    upload_to_gpu(renderer, model, "the viewer renders on the GPU; render views with "
+                                   "'render --device cpu' instead")
     if cameras:
         center = np.median(model.means, axis=0) if len(model) else np.zeros(3)
         orbit = OrbitCamera.from_camera(cameras[0], float(np.linalg.norm(center - cameras[0].center)) or 1.0)
@@ -410,17 +443,28 @@ def latest_ply(out_dir: str) -> tuple[int, str]:
     return max(found)
 
 
-def evaluate(out_dir: str, data: str | None, iteration: int | None, device: str) -> None:
+def evaluate(out_dir: str, data: str | None, iteration: int | None, device: str,
+             drop_nonfinite: bool = False) -> None:
     """Re-evaluate a finished run on its held-out views (same data, resolution and split)."""
+    from .run_dir import RunDirError, lock_folder
+
+    if not os.path.isfile(os.path.join(out_dir, "cfg.json")):
+        raise UserError(f"{out_dir} has no cfg.json: is it a training output folder?")
+    try:
+        lock = lock_folder(out_dir)   # a run training there would write metrics.json too
+    except RunDirError as exc:
+        raise UserError(str(exc)) from None
+    with lock:
+        _evaluate(out_dir, data, iteration, device, drop_nonfinite)
+
+
+def _evaluate(out_dir, data, iteration, device, drop_nonfinite) -> None:
     import click
 
     from .atomic_io import write_json
     from .trainer import evaluate_views
 
-    cfg_path = os.path.join(out_dir, "cfg.json")
-    if not os.path.isfile(cfg_path):
-        raise UserError(f"{out_dir} has no cfg.json: is it a training output folder?")
-    with open(cfg_path) as f:
+    with open(os.path.join(out_dir, "cfg.json")) as f:
         cfg = json.load(f)
     run = cfg.get("run", {})
     data = data or run.get("data")
@@ -430,7 +474,7 @@ def evaluate(out_dir: str, data: str | None, iteration: int | None, device: str)
         iteration, ply_path = latest_ply(out_dir)
     else:
         ply_path = os.path.join(out_dir, "point_cloud", f"iteration_{iteration}", "point_cloud.ply")
-    model = load_model(ply_path)
+    model = load_model(ply_path, drop_nonfinite)
     background = tuple(cfg.get("background", (0.0, 0.0, 0.0)))
     dataset = load_training_data(data, run.get("resolution", 1), run.get("eval_split", True), background)
     render_fn, path_name = make_renderer(device, echo=click.echo)

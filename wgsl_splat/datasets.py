@@ -48,6 +48,7 @@ __all__ = ["Dataset", "DatasetError", "ImageSource", "load_dataset"]
 UNDISTORT_HINT = ("undistort the scene first: colmap image_undistorter --image_path images "
                   "--input_path sparse/0 --output_path undistorted, then train on undistorted/")
 SINGLE_IMAGE_FOCAL_FACTOR = 10.0  # single-image mode: fx = fy = 10·max(W, H), nearly orthographic
+MIN_DOWNSCALED_SIDE = 8  # px: -r may not shrink an image below this (1x1 images train silently)
 _CACHE_VERSION = "1"
 _MAX_LISTED = 5
 # Decoded images kept in memory by preload(), 8-bit (a quarter of float32): every training view
@@ -67,6 +68,20 @@ def _checked(fn, path):
         return fn(path)
     except ImageReadError as exc:
         raise DatasetError(str(exc)) from None
+
+
+def check_downscale(resolution: float, sizes) -> None:
+    """Refuse a ``-r`` that shrinks one of the images (``(width, height)`` pairs) below
+    :data:`MIN_DOWNSCALED_SIDE` pixels on a side (images already that small are left alone)."""
+    if resolution <= 1:
+        return
+    w, h = min(sizes, key=min)
+    scaled = (max(1, int(round(w / resolution))), max(1, int(round(h / resolution))))
+    if min(scaled) < MIN_DOWNSCALED_SIDE:
+        largest = max(1, int(min(w, h) / (MIN_DOWNSCALED_SIDE - 0.5)))
+        raise DatasetError(f"-r {resolution:g} would shrink the {w}x{h} images to "
+                           f"{scaled[0]}x{scaled[1]} px; at most -r {largest} keeps them "
+                           f"{MIN_DOWNSCALED_SIDE} px on a side")
 
 
 def _listing(items, limit: int = _MAX_LISTED) -> str:
@@ -357,6 +372,7 @@ def load_dataset(path, *, resolution: float = 1, eval_split: bool = False,
 
     if not full:
         raise DatasetError(f"{p}: the dataset has no cameras")
+    check_downscale(resolution, [(c.width, c.height) for c in full])
     order = sorted(range(len(full)), key=lambda i: full[i].name)
     cameras = [full[i].scaled(resolution) for i in order]
     sources = [sources[i] for i in order]
@@ -508,9 +524,20 @@ def _load_colmap(root: Path, model: tuple[str, str], images_dir: Path, notes: li
     elif len(m.points.xyz) == 0:
         notes.append(f"empty point cloud in {rel_model}: initialise randomly inside the bounds")
     else:
-        points = m.points.xyz.astype(np.float64)
-        colors = m.points.rgb.astype(np.float32) / 255.0
+        points, colors = _finite_points(m.points.xyz.astype(np.float64),
+                                        m.points.rgb.astype(np.float32) / 255.0, rel_model, notes)
     return cams, sources, points, colors
+
+
+def _finite_points(xyz: np.ndarray, rgb: np.ndarray, what: str, notes: list[str]):
+    """The point cloud without its rows that hold NaN or infinity (a note says how many went);
+    ``(None, None)`` when nothing is left (random initialisation)."""
+    ok = np.all(np.isfinite(xyz), axis=1) & np.all(np.isfinite(rgb), axis=1)
+    if ok.all():
+        return xyz, rgb
+    notes.append(f"dropped {int((~ok).sum())} of {len(ok)} points of {what} with non-finite "
+                 f"values" + ("" if ok.any() else ": initialise randomly inside the bounds"))
+    return (xyz[ok], rgb[ok]) if ok.any() else (None, None)
 
 
 # ------------------------------------------------------------------------------- transforms.json
@@ -540,6 +567,10 @@ def _frame_pose(matrix, where: str) -> np.ndarray:
         raise DatasetError(f"{where}: transform_matrix must be a finite 4x4 (or 3x4) matrix")
     c2w = m @ _OPENGL_TO_OPENCV  # OpenGL camera axes (y up, z back) -> OpenCV (y down, z forward)
     rot = c2w[:3, :3]
+    singular = np.linalg.svd(rot, compute_uv=False)
+    if singular[-1] < 1e-6 * max(singular[0], 1e-300):   # all zero, or flattened: no orientation
+        raise DatasetError(f"{where}: transform_matrix has a degenerate rotation (singular values "
+                           f"{np.array2string(singular, precision=3)})")
     if not np.allclose(rot.T @ rot, np.eye(3), atol=1e-3):
         u, _, vt = np.linalg.svd(rot)
         rot = u @ vt
@@ -605,6 +636,9 @@ def _load_transforms(json_paths: list[Path], notes: list[str]):
             cloud = _read_point_cloud(jp.parent / str(meta["ply_file_path"]))
             if cloud is None:
                 notes.append(f"empty point cloud {meta['ply_file_path']}: random initialisation")
+            else:
+                xyz, rgb = _finite_points(*cloud, str(meta["ply_file_path"]), notes)
+                cloud = None if xyz is None else (xyz, rgb)
         for i, frame in enumerate(frames):
             where = f"{jp.name} frame {i}"
             if not isinstance(frame, dict) or "file_path" not in frame:

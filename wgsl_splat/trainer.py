@@ -25,7 +25,7 @@ import os
 import signal
 import time
 import zipfile
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 
@@ -37,6 +37,9 @@ from .optim import AdamState
 from .step import DensifyStats, TrainStep
 
 CHECKPOINTS_KEPT = 2
+# A Gaussian this many times larger than the scene (the camera rig's radius) has blown up: healthy
+# runs stay under ~1x (the embedded scene: 0.1x), a 100x learning rate reached 5000x-5e7x.
+EXPLODED_SCALE = 1000.0
 CHECKPOINT_FORMAT = 2       # 2: meta carries the run's data/resolution and the dataset's shape
 STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM)
 
@@ -208,6 +211,7 @@ class Trainer:
             raise TrainingError("the dataset has no training views")
         os.makedirs(out_dir, exist_ok=True)
         self._log_file = open(os.path.join(out_dir, "train.log"), "a", buffering=1)
+        self.loss_first = self.loss_ema = None
         self.metrics: dict = {}
         metrics_path = os.path.join(out_dir, "metrics.json")
         if os.path.exists(metrics_path):
@@ -238,17 +242,33 @@ class Trainer:
     def checkpoint_dir(self) -> str:
         return os.path.join(self.out_dir, "checkpoints")
 
-    def require_finite(self, model: GaussianModel, iteration: int, what: str) -> None:
-        """Refuse to write ``what`` from a diverged state: the last good checkpoint stays the latest."""
+    def require_sane(self, model: GaussianModel, iteration: int, what: str) -> None:
+        """Refuse to write ``what`` from a diverged state: the last good checkpoint stays the latest.
+
+        Diverged: a parameter is not finite, or the run collapsed without overflowing (what a 100x
+        learning rate does): the training loss is no lower than at the start while Gaussians grew
+        to over :data:`EXPLODED_SCALE` times the scene (both conditions, so that neither the loss
+        spike after an opacity reset nor one huge background Gaussian of a good run trips it), or
+        nothing is left of the model."""
         bad = nonfinite_groups(model)
-        if bad:
-            raise TrainingError(f"parameters {', '.join(bad)} are not finite at step {iteration}: "
-                                f"training diverged and the {what} was not written; the last good "
-                                f"checkpoint is {self.latest_checkpoint() or 'none'}")
+        problem = f"parameters {', '.join(bad)} are not finite" if bad else None
+        if len(model) == 0:
+            problem = "no Gaussian is left (densification pruned them all)"
+        excess = float(np.max(model.log_scales, initial=-np.inf)) - math.log(self.extent)
+        first, now = self.loss_first, self.loss_ema
+        if (not bad and excess > math.log(EXPLODED_SCALE) and first is not None
+                and now is not None and now >= first):
+            problem = (f"the training loss went from {first:.3f} to {now:.3f} while Gaussians grew "
+                       f"to {math.exp(min(excess, 700.0)):.0e} times the scene extent")
+        if problem:
+            raise TrainingError(f"{problem} at step {iteration}: training diverged and the {what} "
+                                f"was not written; the last good checkpoint is "
+                                f"{self.latest_checkpoint() or 'none'} (lower learning rates: "
+                                f"--lr-scale)")
 
     def save_checkpoint(self, iteration: int) -> str:
         model, adam, stats = self.step.get_state()
-        self.require_finite(model, iteration, "checkpoint")
+        self.require_sane(model, iteration, "checkpoint")
         arrays = {f"model.{k}": v for k, v in model.arrays().items()}
         arrays.update({f"adam.{k}": v for k, v in adam.to_arrays().items()})
         arrays.update({"stats.grad_accum": stats.grad_accum, "stats.denom": stats.denom,
@@ -286,7 +306,7 @@ class Trainer:
         from .ply import save_ply
 
         model = self.step.get_model()
-        self.require_finite(model, iteration, "PLY")
+        self.require_sane(model, iteration, "PLY")
         d = os.path.join(self.out_dir, "point_cloud", f"iteration_{iteration}")
         os.makedirs(d, exist_ok=True)
         path = os.path.join(d, "point_cloud.ply")
@@ -372,15 +392,14 @@ class Trainer:
         t_start = time.perf_counter()
         blocked_at_start = getattr(self.step, "blocked_seconds", 0.0)
         it = start
-        loss_ema = None
-        zero_grad_warned = False
+        self.loss_first = self.loss_ema = None   # this run's first batch of losses, their EMA
+        zero_grad_warned = cap_logged = False
         # Losses are read in batches: the GPU path keeps them on the device (one read per batch),
         # so a NaN is noticed at most this many steps late -- and always before a checkpoint.
         loss_every = max(1, min(cfg.log_every, 25))
         can_profile = hasattr(self.step, "enable_profiling")
 
         def check_losses(upto: int):
-            nonlocal loss_ema
             t = time.perf_counter()
             for loss in self.step.take_losses():
                 if not math.isfinite(loss):
@@ -388,7 +407,9 @@ class Trainer:
                         f"the loss became {loss} by step {upto}: training diverged. The last good "
                         f"checkpoint is {last_good or 'none (diverged before the first checkpoint)'}; "
                         f"resume from it with lower learning rates or report the scene.")
-                loss_ema = loss if loss_ema is None else 0.9 * loss_ema + 0.1 * loss
+                self.loss_ema = loss if self.loss_ema is None else 0.9 * self.loss_ema + 0.1 * loss
+            if self.loss_first is None and self.loss_ema is not None:
+                self.loss_first = self.loss_ema
             self.timing.add("step", time.perf_counter() - t)
 
         try:
@@ -432,10 +453,17 @@ class Trainer:
                         self.log("WARNING: densification statistics are all zero — no gradient "
                                  "reached the screen-space means; no Gaussian can densify.")
                         zero_grad_warned = True
+                    limit = self.step.max_gaussians
+                    bound = limit is not None and limit < dcfg.max_gaussians
                     model, adam, stats, report = densify_and_prune(
-                        model, adam, stats, dcfg, self.extent, it > dcfg.opacity_reset_every, self.rng)
+                        model, adam, stats, replace(dcfg, max_gaussians=limit) if bound else dcfg,
+                        self.extent, it > dcfg.opacity_reset_every, self.rng)
                     self.step.set_state(model, adam, stats)
                     self.log(f"step {it}: {report.line()}", echo=False)
+                    if report.capped and bound and not cap_logged:
+                        self.log(f"step {it}: densification capped at {limit} Gaussians, the most "
+                                 f"this adapter's storage bindings hold (--device cpu has no cap)")
+                        cap_logged = True
                     self.timing.add("densify", time.perf_counter() - t3)
                 if reset_now:
                     model, adam, stats = self.step.get_state()
@@ -446,7 +474,7 @@ class Trainer:
                 if log_now:
                     elapsed = time.perf_counter() - t_start
                     n = self.step.num_gaussians
-                    line = (f"step {it}/{cfg.iters} loss {loss_ema:.4f} N {n} "
+                    line = (f"step {it}/{cfg.iters} loss {self.loss_ema:.4f} N {n} "
                             f"{(it - start) / elapsed:.2f} it/s")
                     if stages:
                         line += (f"; device ms {sum(stages.values()):.2f}: "
@@ -458,7 +486,7 @@ class Trainer:
                 if on_step is not None:
                     on_step(it, self)
                 if progress is not None:
-                    progress(it, loss_ema, self)
+                    progress(it, self.loss_ema, self)
                 t4 = time.perf_counter()
                 if it % cfg.checkpoint_every == 0 or it == cfg.iters:
                     # after densification: resumes exactly
@@ -483,7 +511,7 @@ class Trainer:
                        interrupted=signal.Signals(stop_signal).name if interrupted else None,
                        signal=int(stop_signal) if interrupted else None,
                        it_per_s=(it - start) / elapsed if elapsed > 0 else 0.0,
-                       num_gaussians=self.step.num_gaussians, final_loss=loss_ema,
+                       num_gaussians=self.step.num_gaussians, final_loss=self.loss_ema,
                        timing=self.timing.totals, out_dir=self.out_dir,
                        peak_device_bytes=getattr(self.step, "counters", {}).get("peak_bytes"))
         self.log(f"done: {it} steps in {elapsed:.1f}s ({summary['it_per_s']:.2f} it/s), "

@@ -37,7 +37,7 @@ from .adam import GpuAdam, ParamLayout
 from .backward import GRAD2D_FLOATS, GpuBackward
 from .loss import RESULT_BYTES, GpuLoss
 from .pool import BufferPool
-from .renderer import COUNTERS_BYTES, GpuRenderer
+from .renderer import COUNTERS_BYTES, GpuRenderer, max_gaussians
 from .runtime import GpuContext
 from .shaders import ShaderLibrary
 
@@ -101,6 +101,11 @@ class GpuTrainStep(TrainStep):
     @property
     def num_gaussians(self) -> int:
         return self.renderer.num
+
+    @property
+    def max_gaussians(self) -> int:
+        # per Gaussian besides the parameters: screen-space gradients, densification statistics
+        return max_gaussians(self.ctx, self.renderer.sh_coeffs, (4 * GRAD2D_FLOATS, 12))
 
     def set_state(self, model, adam, stats) -> None:
         if not (len(model) == len(adam) == len(stats.denom)):
