@@ -70,6 +70,12 @@ def test_a_second_process_is_stopped_by_the_lock(tmp_path):
     assert train(out, "--iters", "1").exit_code == 0    # released with its holder
 
 
+def test_eval_refuses_a_run_another_process_holds(finished):
+    with RunLock(str(finished)).acquire():    # a training still writing into the folder
+        res = CliRunner().invoke(main, ["eval", str(finished), "--device", "cpu"])
+    assert_one_line_error(res, "in use by another wgsl_splat process")
+
+
 @pytest.mark.parametrize("sig, code", [(signal.SIGTERM, 143), (signal.SIGINT, 130)])
 def test_signals_save_a_checkpoint_and_the_named_ply(tmp_path, sig, code):
     out = tmp_path / "run"
@@ -127,21 +133,23 @@ def test_resume_refuses_another_dataset_or_resolution(tmp_path):
 
 
 def test_resume_falls_back_to_the_newest_intact_checkpoint(tmp_path):
-    run(tmp_path, tiny_config(16))                      # checkpoints at 8 and 16
+    cfg = tiny_config(8)
+    cfg.checkpoint_every = 4
+    run(tmp_path, cfg)                                  # checkpoints at 4 and 8
     ckpts = tmp_path / "checkpoints"
-    data = (ckpts / "ckpt_000016.npz").read_bytes()
-    (ckpts / "ckpt_000016.npz").write_bytes(data[: len(data) // 2])   # a copy cut short
+    data = (ckpts / "ckpt_000008.npz").read_bytes()
+    (ckpts / "ckpt_000008.npz").write_bytes(data[: len(data) // 2])   # a copy cut short
     logged = []
     trainer = Trainer(default_dataset(resolution=6, eval_split=True, num_cameras=16,
-                                      num_points=600), tiny_config(16), str(tmp_path),
-                      cpu_factory, log=logged.append)
+                                      num_points=600), cfg, str(tmp_path), cpu_factory,
+                      log=logged.append)
     summary = trainer.run(resume="latest")
     trainer.close()
-    assert any("ckpt_000016.npz is damaged" in m and "renamed" in m for m in logged), logged
-    assert any("resumed from" in m and "ckpt_000008.npz at step 8" in m for m in logged), logged
-    assert summary["iterations"] == 16
-    assert sorted(os.listdir(ckpts)) == ["ckpt_000008.npz", "ckpt_000016.npz",
-                                         "ckpt_000016.npz.damaged"]
+    assert any("ckpt_000008.npz is damaged" in m and "renamed" in m for m in logged), logged
+    assert any("resumed from" in m and "ckpt_000004.npz at step 4" in m for m in logged), logged
+    assert summary["iterations"] == 8
+    assert sorted(os.listdir(ckpts)) == ["ckpt_000004.npz", "ckpt_000008.npz",
+                                         "ckpt_000008.npz.damaged"]
 
 
 def test_resume_cleans_temp_files_and_refuses_what_is_not_a_checkpoint(finished, tmp_path):

@@ -461,8 +461,9 @@ class Trainer:
                     self.step.set_state(model, adam, stats)
                     self.log(f"step {it}: {report.line()}", echo=False)
                     if report.capped and bound and not cap_logged:
-                        self.log(f"step {it}: densification capped at {limit} Gaussians, the most "
-                                 f"this adapter's storage bindings hold (--device cpu has no cap)")
+                        self.log(f"step {it}: densification capped at {limit} Gaussians, the "
+                                 f"most this adapter's storage bindings hold (a lower --sh-degree "
+                                 f"holds more)")
                         cap_logged = True
                     self.timing.add("densify", time.perf_counter() - t3)
                 if reset_now:
