@@ -37,11 +37,14 @@ class RunLock:
 
     def acquire(self) -> "RunLock":
         f = open(self.path, "a+")
+        f.seek(0)   # msvcrt locks from the current position: every process locks byte 0
         try:
             _lock(f)
         except OSError:
-            f.seek(0)
-            holder = f.read().strip() or "unknown"
+            try:
+                holder = f.read().strip() or "unknown"
+            except OSError:   # Windows: the locked byte cannot be read either
+                holder = "unknown"
             f.close()
             raise RunDirError(f"{self.folder} is in use by another wgsl_splat process (pid "
                               f"{holder}); wait for it to finish or choose another --out") from None
