@@ -31,7 +31,7 @@ def test_render_default_scene_writes_pngs(tmp_path):
     assert files == ["view_000.png", "view_000_gt.png", "view_001.png", "view_001_gt.png"]
     img = iio.imread(tmp_path / "view_000.png")
     gt = iio.imread(tmp_path / "view_000_gt.png")
-    assert img.shape == gt.shape == (128, 128, 3)
+    assert img.shape == gt.shape == (192, 192, 3)   # the cameras `train` uses on the scene
     # the initial point cloud must render where the ground truth has objects: strong correlation
     corr = np.corrcoef(img.astype(float).ravel(), gt.astype(float).ravel())[0, 1]
     assert corr > 0.5
@@ -96,3 +96,119 @@ def test_bench_command_reports_both_paths_and_writes_json(tmp_path):
     assert "faster than the NumPy step" in res.output and "Amdahl" in res.output
     res = CliRunner().invoke(main, ["bench", "--preset", "nope"])
     assert res.exit_code == 1 and "unknown preset" in res.output
+
+
+# ------------------------------------------------------------------- hostile or mistaken input
+
+@pytest.mark.parametrize("args, message", [
+    (["--seed", "-1"], "-1 is not in the range x>=0"),
+    (["--densify-grad-threshold", "nan"], "nan is not a finite number"),
+    (["--lr-scale", "0"], "0.0 is not in the range x>0"),
+    (["--eval-at", "-5"], "steps must lie between 1 and 2"),
+    (["-r", "100000"], "-r 100000 would shrink the 192x192 images to 1x1 px"),
+])
+def test_train_refuses_bad_numbers_in_one_line(tmp_path, args, message):
+    result = CliRunner().invoke(main, ["train", "--iters", "2", "--device", "cpu",
+                                       "--out", str(tmp_path / "run"), *args])
+    assert result.exit_code != 0 and message in result.output, result.output
+    assert "Traceback" not in result.output and not (tmp_path / "run" / "checkpoints").exists()
+
+
+def test_out_that_cannot_be_created_is_one_line(tmp_path):
+    (tmp_path / "file").write_text("not a folder")
+    result = CliRunner().invoke(main, ["train", "--iters", "1", "--device", "cpu",
+                                       "--out", str(tmp_path / "file" / "run")])
+    assert result.exit_code == 1 and "as the output folder: Not a directory" in result.output
+    if os.geteuid() != 0:   # root writes into read-only folders anyway
+        (tmp_path / "ro").mkdir(mode=0o555)
+        result = CliRunner().invoke(main, ["train", "--iters", "1", "--device", "cpu",
+                                           "--out", str(tmp_path / "ro" / "run")])
+        assert result.exit_code == 1 and "Permission denied" in result.output
+
+
+def test_render_camera_names_cannot_leave_the_output_folder(tmp_path):
+    import json
+
+    from wgsl_splat.camera import Camera
+
+    cam = Camera.look_at((0.0, -3.0, 2.0), (0.0, 0.0, 0.3), (0.0, 0.0, -1.0), width=24, height=16)
+    cams = [dict(world_to_camera=cam.world_to_camera.tolist(), fx=cam.fx, fy=cam.fy, cx=cam.cx,
+                 cy=cam.cy, width=24, height=16, name=name) for name in ("../../escaped", "/abs/x")]
+    (tmp_path / "cams.json").write_text(json.dumps(cams))
+    out = tmp_path / "a" / "b"
+    result = CliRunner().invoke(main, ["render", "--camera", str(tmp_path / "cams.json"),
+                                       "--out", str(out), "--device", "cpu"])
+    assert result.exit_code == 0, result.output
+    assert sorted(os.listdir(out)) == [".._.._escaped.png", "_abs_x.png"]
+    assert not (tmp_path / "escaped.png").exists()
+
+
+def test_nonfinite_ply_is_refused_or_dropped_by_render(tmp_path):
+    from wgsl_splat.model import GaussianModel
+    from wgsl_splat.ply import save_ply
+
+    model = GaussianModel.random(50, np.random.default_rng(0), sh_degree=0, dtype=np.float32)
+    model.means[7] = np.nan
+    save_ply(tmp_path / "m.ply", model)
+    args = ["render", str(tmp_path / "m.ply"), "--limit", "1", "-r", "8", "--device", "cpu",
+            "--out", str(tmp_path / "out")]
+    result = CliRunner().invoke(main, args)
+    assert result.exit_code == 1 and "Traceback" not in result.output
+    assert "1 of 50 Gaussians have NaN or infinite values (in x y z)" in result.output
+    assert "--drop-nonfinite" in result.output
+    result = CliRunner().invoke(main, args + ["--drop-nonfinite"])
+    assert result.exit_code == 0 and "dropped 1 of 50 Gaussians" in result.output
+    assert "Rendered 1 views of 49 Gaussians" in result.output
+
+
+def test_a_trained_model_renders_from_its_own_datasets_cameras(tmp_path):
+    from test_datasets import make_colmap
+
+    make_colmap(tmp_path / "scene", np.random.default_rng(1), size=(48, 32), n_points=60)
+    run = tmp_path / "run"
+    result = CliRunner().invoke(main, ["train", str(tmp_path / "scene"), "--iters", "2", "-r", "2",
+                                       "--device", "cpu", "--out", str(run)])
+    assert result.exit_code == 0, result.output
+    ply = run / "point_cloud" / "iteration_2" / "point_cloud.ply"
+    result = CliRunner().invoke(main, ["render", str(ply), "--data", str(tmp_path / "scene"),
+                                       "-r", "2", "--device", "cpu", "--out", str(tmp_path / "r")])
+    assert result.exit_code == 0, result.output
+    import imageio.v3 as iio
+
+    names = sorted(os.listdir(tmp_path / "r"))
+    assert names == [f"img_0{k}{s}.png" for k in range(3) for s in ("", "_gt")]
+    assert iio.imread(tmp_path / "r" / "img_01.png").shape == (16, 24, 3)
+    assert iio.imread(tmp_path / "r" / "img_01_gt.png").shape == (16, 24, 3)
+
+
+def test_training_on_a_read_only_dataset_caches_in_the_users_folder(tmp_path, monkeypatch):
+    import stat
+
+    from test_datasets import make_colmap
+
+    monkeypatch.delenv("WGSL_SPLAT_CACHE", raising=False)
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "user_cache"))
+    scene = tmp_path / "scene"
+    make_colmap(scene, np.random.default_rng(2), size=(48, 32), n_points=60)
+    scene.chmod(0o555)          # the mode bits are honoured even when running as root
+    try:
+        result = CliRunner().invoke(main, ["train", str(scene), "--iters", "1", "-r", "2",
+                                           "--device", "cpu", "--out", str(tmp_path / "run")])
+    finally:
+        scene.chmod(stat.S_IRWXU)
+    assert result.exit_code == 0, result.output
+    assert not (scene / ".wgsl_splat_cache").exists()
+    assert len(list((tmp_path / "user_cache").rglob("*.png"))) == 3   # every view, before step 1
+
+
+def test_a_bad_image_stops_training_before_step_1(tmp_path):
+    from test_datasets import make_colmap
+
+    make_colmap(tmp_path / "scene", np.random.default_rng(3), n_images=9, size=(48, 32))
+    held_out = tmp_path / "scene" / "images" / "img_08.png"     # a test view with --eval
+    held_out.write_bytes(held_out.read_bytes()[:70])
+    result = CliRunner().invoke(main, ["train", str(tmp_path / "scene"), "--eval", "--iters", "2",
+                                       "--device", "cpu", "--out", str(tmp_path / "run")])
+    assert result.exit_code == 1 and "Traceback" not in result.output
+    assert "cannot decode image" in result.output and "img_08.png" in result.output
+    assert "Training" not in result.output and not (tmp_path / "run" / "train.log").exists()

@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import math
 import os
+import re
 import stat
 import struct
 from pathlib import Path
@@ -491,6 +492,85 @@ def test_error_bad_transforms(tmp_path):
     with pytest.raises(DatasetError, match="pass the scene folder"):
         make_colmap(tmp_path / "s", np.random.default_rng(0), images=False)
         load_dataset(tmp_path / "s" / "sparse" / "0")
+
+
+# ------------------------------------------------------------------------------------- validation
+
+@pytest.mark.parametrize("change, message", [
+    ({"fl_x": float("nan")}, "frame 0: intrinsics must be finite, got fx=nan"),  # json's NaN
+    ({"cy": float("inf")}, "frame 0: intrinsics must be finite"),
+    ({"fl_x": -40.0}, "frame 0: focal lengths must be positive"),
+    ({"w": 0}, "is 30x20 but the camera in transforms.json is 0x20"),
+    ({"transform_matrix": np.zeros((4, 4)).tolist()}, "frame 0: transform_matrix has a degenerate rotation"),
+    ({"transform_matrix": np.full((4, 4), np.nan).tolist()}, "frame 0: transform_matrix must be a finite"),
+])
+def test_transforms_cameras_must_be_finite_and_sane(tmp_path, change, message):
+    save_png(tmp_path / "a.png", np.full((20, 30, 3), 128, np.uint8))
+    frame = {"file_path": "a.png", "transform_matrix": gl_pose((0, -5, 0)), "fl_x": 40.0, **change}
+    (tmp_path / "transforms.json").write_text(json.dumps({"frames": [frame]}))
+    with pytest.raises(DatasetError, match=re.escape(message)) as e:
+        load_dataset(tmp_path)
+    _one_line(e)
+
+
+def test_colmap_poses_intrinsics_and_points_must_be_finite(tmp_path, rng):
+    cams, imgs, pts = make_colmap(tmp_path, rng)
+    model_dir = tmp_path / "sparse" / "0"
+
+    def rewrite(image_change=None, camera_change=None):
+        i = {k: v for k, v in imgs.items()}
+        c = {k: v for k, v in cams.items()}
+        if image_change:
+            i[2] = image_change(i[2])
+        if camera_change:
+            c[1] = camera_change(c[1])
+        write_colmap_bin(model_dir, c, i, pts)
+
+    for change, message in [
+        (lambda im: (np.array([np.nan, 0, 0, 1.0]), *im[1:]), "image img_01.png, camera 2: quaternion (nan"),
+        (lambda im: (np.zeros(4), *im[1:]), "image img_01.png, camera 2: quaternion (0.0, 0.0, 0.0, 0.0) is not a rotation"),
+        (lambda im: (im[0], np.array([0, np.inf, 0]), *im[2:]), "image img_01.png, camera 2: the pose"),
+    ]:
+        rewrite(image_change=change)
+        with pytest.raises(DatasetError, match=re.escape(message)) as e:
+            load_dataset(tmp_path)
+        _one_line(e)
+    rewrite(camera_change=lambda c: (c[0], c[1], [np.nan, 52.0, 20.5, 14.5]))
+    with pytest.raises(DatasetError, match="image img_00.png, camera 1: intrinsics must be finite"):
+        load_dataset(tmp_path)
+    xyz, rgb, err = pts
+    xyz = xyz.copy()
+    xyz[3, 1] = np.nan
+    write_colmap_bin(model_dir, cams, imgs, (xyz, rgb, err))
+    d = load_dataset(tmp_path)
+    assert len(d.points) == len(xyz) - 1 and np.all(np.isfinite(d.points))
+    assert any(n.startswith("dropped 1 of 20 points of sparse/0 with non-finite") for n in d.notes)
+
+
+def test_downscale_that_leaves_no_image_is_refused(tmp_path, rng):
+    make_colmap(tmp_path, rng, size=(40, 30))
+    assert load_dataset(tmp_path, resolution=3).cameras[0].height == 10
+    with pytest.raises(DatasetError, match=r"-r 100000 would shrink the 40x30 images to 1x1 px; "
+                                           r"at most -r 4 keeps them 8 px on a side"):
+        load_dataset(tmp_path, resolution=100000)
+
+
+def test_preload_decodes_everything_first_and_keeps_8_bit(tmp_path, rng):
+    make_colmap(tmp_path, rng, n_images=9, size=(40, 30))
+    d = load_dataset(tmp_path, eval_split=True)
+    cold = [d.load_image(i) for i in range(9)]
+    ticks = []
+    d.preload(progress=ticks.append, test_budget=0)
+    assert sum(ticks) == 9 and d.stats["decoded"] == 9 + 9
+    assert sorted(d.resident) == d.train_indices                 # test views: beyond the budget
+    assert all(a.dtype == np.uint8 for a in d.resident.values())  # a quarter of float32
+    for i in range(9):
+        assert np.array_equal(d.load_image(i), cold[i])           # served identically
+    bad = tmp_path / "images" / "img_08.png"
+    bad.write_bytes(bad.read_bytes()[:60])                        # a truncated file
+    with pytest.raises(DatasetError, match="cannot decode image .*img_08.png") as e:
+        load_dataset(tmp_path, eval_split=True).preload()
+    _one_line(e)
 
 
 # ------------------------------------------------------------------------------------------ cache

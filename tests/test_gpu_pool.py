@@ -101,3 +101,17 @@ def test_new_image_size_and_model_grow_once(gpu_ctx):
 def test_bad_growth_rejected(gpu_ctx, growth):
     with pytest.raises(ValueError):
         BufferPool(gpu_ctx, growth=growth)
+
+
+def test_growth_stops_at_the_binding_limit(gpu_ctx, monkeypatch):
+    """Buffers are bound whole: growing 1.5x past the adapter's binding limit would fail at the
+    next bind (lavapipe's training died near 0.45M Gaussians of its 0.57M limit that way)."""
+    from wgsl_splat.gpu.runtime import GpuContext, GpuOutOfMemoryError
+
+    monkeypatch.setattr(GpuContext, "max_binding_bytes", property(lambda self: 1 << 20))
+    pool = BufferPool(gpu_ctx)
+    pool.get("b", 800_000)
+    pool.get("b", 900_000)                     # 1.5x growth would ask for 1.2 MB
+    assert pool.size("b") == 1 << 20
+    with pytest.raises(GpuOutOfMemoryError, match="needs 2 MiB; this adapter binds at most 1 MiB"):
+        pool.get("b", 2 << 20)

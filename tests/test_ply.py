@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 from wgsl_splat.model import GaussianModel
-from wgsl_splat.ply import PlyError, load_ply, ply_property_names, save_ply
+from wgsl_splat.ply import NonFinitePlyError, PlyError, load_ply, ply_property_names, save_ply
 import wgsl_splat.atomic_io as atomic_io
 
 
@@ -280,3 +280,20 @@ def test_failed_write_keeps_existing_file(tmp_path, rng, monkeypatch):
     assert path.read_bytes() == before
     assert os.listdir(tmp_path) == ["m.ply"]
 
+
+
+def test_nonfinite_values_are_refused_or_dropped(tmp_path, rng):
+    m = GaussianModel.random(10, rng, sh_degree=1, dtype=np.float32)
+    m.means[2, 1] = np.nan
+    m.opacity_logits[5] = np.inf
+    m.sh[5, 2, 0] = -np.inf                     # channel-major: R of coefficient 2 is f_rest_1
+    path = tmp_path / "m.ply"
+    save_ply(path, m)
+    with pytest.raises(NonFinitePlyError, match=r"m.ply: 2 of 10 Gaussians have NaN or infinite "
+                                                r"values \(in y opacity f_rest_1\)"):
+        load_ply(path)
+    notes = []
+    kept = load_ply(path, drop_nonfinite=True, notes=notes)
+    assert_models_equal(m.subset([0, 1, 3, 4, 6, 7, 8, 9]), kept)
+    assert notes == [f"{path}: dropped 2 of 10 Gaussians with NaN or infinite values "
+                     f"(in y opacity f_rest_1)"]

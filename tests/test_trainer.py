@@ -102,12 +102,32 @@ class NaNAfter(CpuTrainStep):
         return super().step(camera, target, active_sh_degree, view_id)
 
 
-def test_divergence_stops_and_keeps_last_good_checkpoint(tmp_path):
-    with pytest.raises(TrainingError, match="diverged") as info:
-        run(tmp_path, tiny_config(), factory=lambda m, o, b, l, a: NaNAfter(m, o, b, l, a))
-    assert "ckpt_000008.npz" in str(info.value)
+class ExplodesAfter(CpuTrainStep):
+    """A run that collapses without overflowing, as a 100x learning rate does: once densification
+    stopped (which would prune them) every Gaussian grows by e^3 per step, soon far beyond the
+    scene, and the loss rises."""
+
+    bad_at = 13
+
+    def step(self, camera, target, active_sh_degree=None, view_id=None):
+        self.count = getattr(self, "count", 0) + 1
+        if self.count >= self.bad_at:
+            self.model.log_scales += 3.0
+        return super().step(camera, target, active_sh_degree, view_id)
+
+
+@pytest.mark.parametrize("step_class, good, why", [
+    (NaNAfter, [8], "parameters means are not finite"),
+    (ExplodesAfter, [8], "times the scene extent at step 16: training diverged")])
+def test_divergence_stops_and_keeps_last_good_checkpoint(tmp_path, step_class, good, why):
+    cfg = tiny_config(16)
+    cfg.densify.stop = 12
+    with pytest.raises(TrainingError, match=why) as info:
+        run(tmp_path, cfg, factory=lambda m, o, b, l, a: step_class(m, o, b, l, a))
+    assert f"ckpt_{good[-1]:06d}.npz" in str(info.value) and "--lr-scale" in str(info.value)
     ckpts = sorted(os.listdir(tmp_path / "checkpoints"))
-    assert ckpts == ["ckpt_000008.npz"]
+    assert ckpts == [f"ckpt_{k:06d}.npz" for k in good]
+    assert not (tmp_path / "point_cloud").exists()       # no PLY from the diverged state
     meta, model, _, _ = Trainer.load_checkpoint(str(tmp_path / "checkpoints" / ckpts[0]))
     assert all(np.all(np.isfinite(v)) for v in model.arrays().values())
 

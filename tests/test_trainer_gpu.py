@@ -35,6 +35,8 @@ def test_gpu_run_outputs_densification_and_log(tmp_path, gpu_factory):
     assert "device ms" in log and "rasterize" in log and "raster backward" in log
     assert "device wait" in log and "step (host)" in log          # the Amdahl split
     assert "WARNING" not in log
+    # every training view was uploaded once and stays on the device: no host float copy is made
+    assert all(trainer.train_target(v) is None for v in trainer.dataset.train_indices)
     metrics = json.loads((tmp_path / "metrics.json").read_text())["iteration_24"]
     assert np.isfinite(metrics["mean"]["psnr"]) and metrics["num_gaussians"] == len(model)
 
@@ -91,3 +93,52 @@ def test_lego_short_run_reaches_its_measured_quality(tmp_path):
     assert final["split"] == "test" and final["views"] == 200
     assert final["mean"]["psnr"] > 20.5, final["mean"]
     assert final["mean"]["ssim"] > 0.84, final["mean"]
+
+
+@pytest.fixture
+def small_bindings(monkeypatch):
+    """Adapters whose storage bindings hold 300 000 bytes (lavapipe's hold 128 MiB): the cap
+    binds at 1271 Gaussians of SH degree 3 instead of ~570 000."""
+    from wgsl_splat.gpu.runtime import GpuContext
+
+    monkeypatch.setattr(GpuContext, "max_binding_bytes", property(lambda self: 300_000))
+    return 300_000 // (4 * (11 + 3 * 16))
+
+
+def test_densification_is_capped_by_the_adapters_bindings(tmp_path, gpu_factory, small_bindings):
+    cfg = tiny_config()
+    cfg.densify.grad_threshold = 1e-12     # every visible Gaussian wants to grow
+    trainer, summary, _ = run(tmp_path, cfg, factory=gpu_factory)
+    assert summary["iterations"] == 24 and 1000 < summary["num_gaussians"] <= small_bindings
+    log = (tmp_path / "train.log").read_text()
+    assert f"densification capped at {small_bindings} Gaussians" in log
+
+
+def test_a_model_larger_than_the_adapter_is_one_line_with_the_way_out(tmp_path, small_bindings):
+    from wgsl_splat.model import GaussianModel
+    from wgsl_splat.ply import save_ply
+
+    save_ply(tmp_path / "big.ply", GaussianModel.random(2000, np.random.default_rng(0),
+                                                        sh_degree=3, dtype=np.float32))
+    args = ["render", str(tmp_path / "big.ply"), "--limit", "1", "-r", "8", "--out",
+            str(tmp_path / "r")]
+    res = CliRunner().invoke(main, args + ["--device", "gpu"])
+    assert res.exit_code == 1 and "Traceback" not in res.output
+    assert (f"2000 Gaussians at SH degree 3 do not fit this adapter, whose 0.286 MiB storage bindings "
+            f"hold at most {small_bindings} (at SH degree 0: 5357): render it with --device cpu "
+            f"(or, for render, a lower --sh-degree)") in res.output
+    for way_out in (["--device", "gpu", "--sh-degree", "0"], ["--device", "cpu"]):
+        res = CliRunner().invoke(main, args + way_out)
+        assert res.exit_code == 0 and "Rendered 1 views of 2000 Gaussians" in res.output, res.output
+    res = CliRunner().invoke(main, ["view", str(tmp_path / "big.ply"), "--size", "64x48"])
+    assert res.exit_code == 1 and "the viewer renders on the GPU" in res.output, res.output
+
+
+def test_view_size_beyond_the_adapter_is_one_line(tmp_path):
+    from wgsl_splat.model import GaussianModel
+    from wgsl_splat.ply import save_ply
+
+    save_ply(tmp_path / "m.ply", GaussianModel.random(10, np.random.default_rng(0), sh_degree=0))
+    res = CliRunner().invoke(main, ["view", str(tmp_path / "m.ply"), "--size", "40000x40000"])
+    assert res.exit_code == 1 and "Traceback" not in res.output
+    assert "--size 40000x40000 is beyond this adapter: at most" in res.output

@@ -11,9 +11,13 @@ import contextlib
 import io
 import json
 import os
+import re
 import secrets
 
 import numpy as np
+
+# ``.<target name>.<12 hex>.tmp``: what _open_temp creates; left behind only by a crash mid-write.
+TEMP_FILE = re.compile(r"\..+\.[0-9a-f]{12}\.tmp")
 
 
 def _open_temp(path: str):
@@ -43,6 +47,28 @@ def atomic_open(path):
         with contextlib.suppress(OSError):
             os.unlink(tmp)
         raise
+
+
+def safe_file_stem(name: str, fallback: str) -> str:
+    """``name`` (a camera or image name, maybe with folders, maybe hostile) without its extension,
+    as one file name inside the output folder: separators become ``_``, so ``../../x`` stays
+    inside; ``fallback`` when nothing usable is left."""
+    stem = re.sub(r"[\\/:]", "_", os.path.splitext(name)[0]).strip()
+    return stem if stem.strip("._") else fallback
+
+
+def remove_orphan_temps(folder) -> list[str]:
+    """Delete the temp files that writes interrupted by a crash left under ``folder`` (recursively);
+    returns their paths. Only safe while no other process writes there (the run's lock)."""
+    removed = []
+    for dirpath, _dirnames, filenames in os.walk(folder):
+        for name in filenames:
+            if TEMP_FILE.fullmatch(name):
+                path = os.path.join(dirpath, name)
+                with contextlib.suppress(OSError):
+                    os.unlink(path)
+                    removed.append(path)
+    return removed
 
 
 def write_bytes(path, data: bytes) -> None:

@@ -34,8 +34,20 @@ class Camera:
         self.width, self.height = int(self.width), int(self.height)
         if self.width <= 0 or self.height <= 0:
             raise ValueError(f"image size must be positive, got {self.width}x{self.height}")
+        intrinsics = dict(fx=self.fx, fy=self.fy, cx=self.cx, cy=self.cy)
+        if not all(np.isfinite(v) for v in intrinsics.values()):
+            shown = ", ".join(f"{k}={v}" for k, v in intrinsics.items())
+            raise ValueError(f"intrinsics must be finite, got {shown}")
         if self.fx <= 0 or self.fy <= 0:
             raise ValueError(f"focal lengths must be positive, got fx={self.fx}, fy={self.fy}")
+        if not np.all(np.isfinite(w2c)):
+            raise ValueError("the pose (world_to_camera) has non-finite entries")
+        rot = w2c[:3, :3]
+        # A pose must be a proper rotation: an all-zero, scaled or mirrored matrix renders nonsense
+        # silently. The tolerance admits float32 round trips of real poses.
+        if not np.allclose(rot @ rot.T, np.eye(3), atol=1e-4) or np.linalg.det(rot) <= 0:
+            raise ValueError(f"the pose's rotation is not a rotation matrix "
+                             f"(determinant {np.linalg.det(rot):.3g})")
 
     @property
     def rotation(self) -> np.ndarray:

@@ -6,6 +6,7 @@ Each command lives in a small function here and imports its heavy modules lazily
 
 from __future__ import annotations
 
+import math
 import sys
 
 import click
@@ -35,6 +36,29 @@ def main() -> None:
     """3D Gaussian Splatting on WGSL compute shaders (wgpu), with a NumPy reference path."""
 
 
+class FiniteFloat(click.FloatRange):
+    """A float range that also refuses nan and infinity (``FloatRange`` lets nan through: every
+    comparison with nan is false)."""
+
+    name = "finite float"
+
+    def convert(self, value, param, ctx):
+        value = super().convert(value, param, ctx)
+        if not math.isfinite(value):
+            self.fail(f"{value} is not a finite number.", param, ctx)
+        return value
+
+
+def given_flags(ctx: click.Context) -> frozenset:
+    """Names of the parameters the user set (command line or environment), not left at default."""
+    sources = (click.core.ParameterSource.COMMANDLINE, click.core.ParameterSource.ENVIRONMENT)
+    return frozenset(p.name for p in ctx.command.params if ctx.get_parameter_source(p.name) in sources)
+
+
+DROP_NONFINITE_OPTION = click.option(
+    "--drop-nonfinite", is_flag=True,
+    help="Leave out the Gaussians of the PLY that hold NaN or infinity (refused otherwise).")
+
 DEVICE_OPTION = click.option(
     "--device", type=click.Choice(["auto", "gpu", "cpu"]), default="auto", show_default=True,
     help="auto: a wgpu adapter if there is one, else the NumPy path; gpu: fail without an adapter.")
@@ -53,22 +77,30 @@ def parse_color(text: str):
 @main.command()
 @click.argument("model_path", required=False, type=click.Path(dir_okay=False))
 @click.option("--data", "data", default="default", show_default=True,
-              help="Where the cameras come from: 'default' (the embedded scene).")
+              help="The scene whose cameras to render from (next to its images): a COLMAP folder, "
+                   "a transforms.json scene, an image, or 'default' (the embedded scene).")
+@click.option("-r", "--resolution", type=click.IntRange(min=1), default=1, show_default=True,
+              help="Downscale factor of the scene's cameras (as in training).")
 @click.option("--camera", "camera_json", type=click.Path(exists=True, dir_okay=False),
               help="JSON file with one camera or a list: world_to_camera (4x4), fx, fy, cx, cy, width, height.")
 @click.option("--out", "out_dir", default="out/render", show_default=True, type=click.Path(file_okay=False))
 @click.option("--background", default="0,0,0", show_default=True, help="r,g,b in [0,1].")
-@click.option("--limit", type=int, default=None, help="Render at most this many cameras.")
+@click.option("--limit", type=click.IntRange(min=1), default=None, help="Render at most this many cameras.")
+@click.option("--sh-degree", type=click.IntRange(0, 3), default=None,
+              help="Render with at most this SH degree (lower degrees hold more Gaussians on a GPU).")
+@DROP_NONFINITE_OPTION
 @DEVICE_OPTION
-def render(model_path, data, camera_json, out_dir, background, limit, device):
+def render(model_path, data, resolution, camera_json, out_dir, background, limit, sh_degree,
+           drop_nonfinite, device):
     """Render MODEL_PATH (.ply) from the cameras of a scene or a camera file, writing PNGs.
 
-    Without MODEL_PATH the embedded default scene's point cloud is rendered as initial Gaussians
-    (what training starts from), next to the scene's ground-truth images.
+    Without MODEL_PATH the scene's point cloud is rendered as initial Gaussians (what training
+    starts from), next to the scene's ground-truth images.
     """
     from . import commands
 
-    commands.render(model_path, data, camera_json, out_dir, parse_color(background), limit, device)
+    commands.render(model_path, data, camera_json, out_dir, parse_color(background), limit, device,
+                    resolution, sh_degree, drop_nonfinite)
 
 
 @main.command()
@@ -87,41 +119,54 @@ def render(model_path, data, camera_json, out_dir, background, limit, device):
 @click.option("--densify-from", type=int, default=None, help="First densification step (default 500).")
 @click.option("--densify-until", type=int, default=None, help="Last densification step (default 15000).")
 @click.option("--densify-every", type=click.IntRange(min=1), default=None, help="Steps between densifications (default 100).")
-@click.option("--densify-grad-threshold", type=float, default=None, help="Mean NDC gradient that triggers densification (default 2e-4).")
+@click.option("--densify-grad-threshold", type=FiniteFloat(min=0), default=None,
+              help="Mean NDC gradient that triggers densification (default 2e-4).")
 @click.option("--opacity-reset-every", type=click.IntRange(min=1), default=None,
               help="Steps between opacity resets while densifying (default 3000).")
-@click.option("--prune-screen-size", type=click.FloatRange(min=0), default=None,
+@click.option("--prune-screen-size", type=FiniteFloat(min=0), default=None,
               help="Also prune Gaussians wider than this many pixels after the first reset "
                    "(default 0 = off, as the original 3DGS effectively does).")
 @click.option("--white-background", is_flag=True, help="Train against a white background (synthetic scenes).")
-@click.option("--seed", type=int, default=0, show_default=True)
-@click.option("--resume", default=None, help="Continue from a checkpoint file, or 'latest' in --out.")
+@click.option("--seed", type=click.IntRange(min=0), default=0, show_default=True)
+@click.option("--resume", default=None,
+              help="Continue the run in --out ('latest': its newest intact checkpoint) or from a "
+                   "checkpoint file, with the run's own configuration.")
+@click.option("--overwrite", is_flag=True,
+              help="Replace the run stored in --out (removes only the files a run writes).")
+@click.option("--lr-scale", type=FiniteFloat(min=0, min_open=True), default=1.0, show_default=True,
+              help="Multiply every learning rate (experiments; recorded in cfg.json).")
 @click.option("--eval-at", default=None, help="Comma-separated steps at which to evaluate (default: preset's).")
 @click.option("--preview", is_flag=True,
               help="Show the model live in a window while it trains (GPU path; ignored without a display).")
-def train(data, out_dir, preset, iters, eval_split, resolution, device, adapter_filter, sh_degree,
+@click.pass_context
+def train(ctx, data, out_dir, preset, iters, eval_split, resolution, device, adapter_filter, sh_degree,
           densify_from, densify_until, densify_every, densify_grad_threshold, opacity_reset_every,
-          prune_screen_size, white_background, seed, resume, eval_at, preview):
+          prune_screen_size, white_background, seed, resume, overwrite, lr_scale, eval_at, preview):
     """Train on DATA: a COLMAP folder, a transforms.json scene, one image, or 'default' (the
-    embedded procedural scene). Writes a .ply, checkpoints, metrics.json and a log into --out."""
+    embedded procedural scene). Writes a .ply, checkpoints, metrics.json and a log into --out,
+    which holds one run: an existing run is continued (--resume latest) or replaced (--overwrite).
+
+    SIGINT (Ctrl-C) and SIGTERM finish the current step, save a checkpoint and the PLY, and exit
+    with 130 / 143."""
     from . import commands
 
     commands.train(data, out_dir, preset, iters, eval_split, resolution, device, adapter_filter, sh_degree,
                    densify_from, densify_until, densify_every, densify_grad_threshold,
                    opacity_reset_every, prune_screen_size, white_background, seed, resume, eval_at,
-                   preview)
+                   preview, overwrite=overwrite, lr_scale=lr_scale, given=given_flags(ctx))
 
 
 @main.command("eval")
 @click.argument("out_dir", type=click.Path(file_okay=False))
 @click.option("--data", default=None, help="Scene path (default: the one recorded in OUT_DIR/cfg.json).")
 @click.option("--iteration", type=int, default=None, help="Which saved model (default: the latest).")
+@DROP_NONFINITE_OPTION
 @DEVICE_OPTION
-def eval_cmd(out_dir, data, iteration, device):
+def eval_cmd(out_dir, data, iteration, drop_nonfinite, device):
     """Re-evaluate a finished training run on its held-out views: PSNR, SSIM, L1 into metrics.json."""
     from . import commands
 
-    commands.evaluate(out_dir, data, iteration, device)
+    commands.evaluate(out_dir, data, iteration, device, drop_nonfinite)
 
 
 @main.command()
@@ -181,7 +226,9 @@ def bench(presets, gaussians, width, height, device, steps, warmup, json_path, n
               help="Save the first frame to this PNG and close (scripted screenshots).")
 @click.option("--frames", type=click.IntRange(min=1), default=None, help="Close after this many frames.")
 @click.option("--adapter", "adapter_filter", default=None, help="Use the first GPU adapter whose name contains this.")
-def view(model_path, data, resolution, size, background, screenshot, frames, adapter_filter):
+@DROP_NONFINITE_OPTION
+def view(model_path, data, resolution, size, background, screenshot, frames, adapter_filter,
+         drop_nonfinite):
     """Open MODEL_PATH (.ply) in an interactive window rendered by the GPU pipeline.
 
     Left drag orbits, right drag (or shift + drag) pans, the wheel zooms, W/A/S/D/Q/E fly, R resets
@@ -190,7 +237,7 @@ def view(model_path, data, resolution, size, background, screenshot, frames, ada
     from . import commands
 
     commands.view(model_path, data, resolution, size, parse_color(background), screenshot, frames,
-                  adapter_filter)
+                  adapter_filter, drop_nonfinite)
 
 
 @main.command()

@@ -79,8 +79,13 @@ class ColmapModel:
 
 
 def qvec_to_rotmat(q) -> np.ndarray:
-    """Rotation matrix of the (normalised) quaternion w,x,y,z."""
-    w, x, y, z = np.asarray(q, dtype=np.float64) / np.linalg.norm(q)
+    """Rotation matrix of the (normalised) quaternion w,x,y,z; ValueError for a quaternion that
+    is not finite or has (nearly) zero length."""
+    q = np.asarray(q, dtype=np.float64)
+    norm = np.linalg.norm(q)
+    if not np.all(np.isfinite(q)) or norm < 1e-12:
+        raise ValueError(f"quaternion {tuple(float(v) for v in q)} is not a rotation")
+    w, x, y, z = q / norm
     return np.array([
         [1 - 2 * (y * y + z * z), 2 * (x * y - w * z), 2 * (x * z + w * y)],
         [2 * (x * y + w * z), 1 - 2 * (x * x + z * z), 2 * (y * z - w * x)],

@@ -26,15 +26,23 @@ def load_cameras_json(path) -> list[Camera]:
         raise UserError(f"cannot read cameras from {path}: {exc}") from None
 
 
-def load_model(path) -> GaussianModel:
-    from .ply import PlyError, load_ply
+def load_model(path, drop_nonfinite: bool = False) -> GaussianModel:
+    import click
+
+    from .ply import NonFinitePlyError, PlyError, load_ply
 
     if not os.path.isfile(path):
         raise UserError(f"model file not found: {path}")
+    notes = []
     try:
-        return load_ply(path)
+        model = load_ply(path, drop_nonfinite=drop_nonfinite, notes=notes)
+    except NonFinitePlyError as exc:
+        raise UserError(f"{exc}; --drop-nonfinite leaves them out") from None
     except PlyError as exc:
         raise UserError(f"{path}: {exc}") from None
+    for note in notes:
+        click.echo(f"note: {note}")
+    return model
 
 
 def gpu_context(device: str, adapter_filter: str | None = None, echo=None, why: str = ""):
@@ -48,17 +56,25 @@ def gpu_context(device: str, adapter_filter: str | None = None, echo=None, why: 
         raise UserError(f"{why}: {exc}" if why else str(exc)) from None
 
 
+def upload_to_gpu(renderer, model, way_out: str) -> None:
+    """``renderer.upload_model(model)``, a model too large for the adapter a one-line error."""
+    from .gpu.renderer import ModelTooLargeError
+
+    try:
+        renderer.upload_model(model)
+    except ModelTooLargeError as exc:
+        raise UserError(f"{exc}: {way_out}") from None
+
+
 def make_renderer(device: str, adapter_filter: str | None = None, echo=None):
     """A function (model, camera, background) -> (H,W,3) image on the chosen path, and its name.
-    The GPU renderer keeps the model resident and re-uploads only when another model is passed."""
-    from .reference import render as cpu_render
-
-    def cpu(model, camera, background):
-        return cpu_render(model, camera, background).image
+    The GPU renderer keeps the model resident and re-uploads only when another model is passed;
+    the NumPy path renders in bounded memory (:func:`~wgsl_splat.reference.render_image`)."""
+    from .reference import render_image
 
     ctx = None if device == "cpu" else gpu_context(device, adapter_filter, echo)
     if ctx is None:
-        return cpu, "cpu (NumPy reference)"
+        return render_image, "cpu (NumPy reference)"
     from .gpu.renderer import GpuRenderer
 
     renderer = GpuRenderer(ctx)
@@ -66,57 +82,67 @@ def make_renderer(device: str, adapter_filter: str | None = None, echo=None):
 
     def gpu(model, camera, background):
         if uploaded["model"] is not model:
-            renderer.upload_model(model)
+            upload_to_gpu(renderer, model, "render it with --device cpu (or, for render, a lower "
+                                           "--sh-degree)")
             uploaded["model"] = model
         return renderer.render(camera, background)
 
     return gpu, f"gpu ({ctx.name})"
 
 
-def render(model_path, data, camera_json, out_dir, background, limit, device) -> None:
+def render(model_path, data, camera_json, out_dir, background, limit, device, resolution=1,
+           sh_degree=None, drop_nonfinite=False) -> None:
+    """Render a model from a scene's cameras (next to its images) or from a camera file.
+
+    ``data``: 'default' (the embedded scene) or any scene ``train`` reads, at ``resolution``.
+    Without ``model_path`` the scene's point cloud is rendered as initial Gaussians.
+    """
     import click
 
-    ground_truth = None
-    if data != "default":
-        raise UserError(f"--data {data!r}: only 'default' (the embedded scene) is supported so far")
-    from .default_scene import make_default_scene
+    from .atomic_io import safe_file_stem
 
-    scene = make_default_scene()
-    cameras = scene.cameras
+    model = load_model(model_path, drop_nonfinite) if model_path else None
+    dataset = load_training_data(data, resolution, False, background)
+    if model is None:
+        if dataset.points is None:
+            raise UserError(f"{data} has no point cloud to render: pass a MODEL.ply")
+        model = GaussianModel.from_points(dataset.points, dataset.point_colors, sh_degree=0)
+    if sh_degree is not None and sh_degree < model.sh_degree:
+        model = model.with_sh_degree(sh_degree)
+    views = [(cam, i) for i, cam in enumerate(dataset.cameras)]   # (camera, ground-truth index)
     if camera_json:
-        cameras, ground_truth = load_cameras_json(camera_json), None
-    else:
-        ground_truth = scene.images
-    if model_path:
-        model = load_model(model_path)
-    else:
-        model = GaussianModel.from_points(scene.points, scene.colors, sh_degree=0)
+        views = [(cam, None) for cam in load_cameras_json(camera_json)]
     if limit is not None:
-        cameras = cameras[:limit]
+        views = views[:limit]
     render_fn, path_name = make_renderer(device, echo=click.echo)
-    os.makedirs(out_dir, exist_ok=True)
+    try:
+        os.makedirs(out_dir, exist_ok=True)
+    except OSError as exc:
+        raise UserError(f"cannot create --out {out_dir}: {exc.strerror or exc}") from None
     times = []
-    for i, cam in enumerate(cameras):
+    for k, (cam, gt) in enumerate(views):
         t0 = time.perf_counter()
         image = render_fn(model, cam, background)
         times.append(time.perf_counter() - t0)
-        name = cam.name or f"camera_{i:03d}"
+        name = safe_file_stem(cam.name, f"camera_{k:03d}")
         save_png(os.path.join(out_dir, f"{name}.png"), image)
-        if ground_truth is not None:
-            save_png(os.path.join(out_dir, f"{name}_gt.png"), ground_truth[i])
-    click.echo(f"Rendered {len(cameras)} views of {len(model)} Gaussians on {path_name} "
+        if gt is not None:
+            save_png(os.path.join(out_dir, f"{name}_gt.png"), dataset.load_image(gt))
+    click.echo(f"Rendered {len(views)} views of {len(model)} Gaussians on {path_name} "
                f"(median {1000 * float(np.median(times)):.1f} ms/view) into {out_dir}")
 
 
 def load_training_data(data: str, resolution: int, eval_split: bool, background):
     from .datasets import DatasetError, load_dataset
 
-    if data == "default":
-        from .default_scene import default_dataset
-
-        return default_dataset(resolution=resolution, eval_split=eval_split, background=background)
     try:
-        return load_dataset(data, resolution=resolution, eval_split=eval_split, background=background)
+        if data == "default":
+            from .default_scene import default_dataset
+
+            return default_dataset(resolution=resolution, eval_split=eval_split,
+                                   background=background)
+        return load_dataset(data, resolution=resolution, eval_split=eval_split,
+                            background=background)
     except DatasetError as exc:
         raise UserError(str(exc)) from None
 
@@ -146,13 +172,73 @@ def make_step_factory(device: str, adapter_filter: str | None, echo):
     return gpu_factory, f"gpu ({ctx.name})"
 
 
+def _run_settings(cfg, run: dict) -> dict:
+    """The value of every ``train`` flag that shapes a run, read from its configuration and run
+    info: what a resumed run compares the flags given again with (keys are the flags' names)."""
+    d = cfg.densify
+    return {"data": run.get("data"), "preset": run.get("preset"),
+            "resolution": run.get("resolution"), "eval_split": run.get("eval_split"),
+            "iters": cfg.iters, "sh_degree": cfg.sh_degree, "densify_from": d.start,
+            "densify_until": d.stop, "densify_every": d.every,
+            "densify_grad_threshold": d.grad_threshold,
+            "opacity_reset_every": d.opacity_reset_every, "prune_screen_size": d.max_screen_size,
+            "white_background": tuple(cfg.background) == (1.0, 1.0, 1.0), "seed": cfg.seed,
+            "eval_at": tuple(cfg.eval_at), "lr_scale": cfg.optim.lr_scale}
+
+
+_FLAG_NAMES = {"data": "DATA", "eval_split": "--eval", "resolution": "-r/--resolution"}
+
+
+def _resumed_settings(meta: dict, cfg, run: dict, given) -> tuple:
+    """The configuration and run info a resumed run continues with: the checkpoint's own. Flags
+    given again must agree with it (one line naming the first that does not)."""
+    from .config import TrainConfig
+
+    old_cfg = TrainConfig.from_dict(meta["config"])
+    old_run = {**run, **(meta.get("run") or {})}   # checkpoints before format 2 lack run info
+    old, new = _run_settings(old_cfg, old_run), _run_settings(cfg, run)
+    for flag in sorted(given):
+        if flag in old and old[flag] != new[flag]:
+            name = _FLAG_NAMES.get(flag, "--" + flag.replace("_", "-"))
+            raise UserError(f"{name} {new[flag]} disagrees with the run being resumed ({old[flag]}): "
+                            f"a resumed run keeps its own configuration; drop the flag, or train "
+                            f"into a new --out")
+    return old_cfg, old_run
+
+
+def _parse_eval_at(text: str, iters: int) -> tuple:
+    try:
+        steps = sorted({int(s) for s in text.split(",") if s.strip()})
+    except ValueError:
+        raise UserError(f"--eval-at takes comma-separated step numbers, got {text!r}") from None
+    bad = [s for s in steps if not 1 <= s <= iters]
+    if bad or not steps:
+        raise UserError(f"--eval-at {text!r}: steps must lie between 1 and {iters} (the run's length)")
+    return tuple(steps)
+
+
+def _default_out_dir(data: str, resume: str | None) -> str:
+    """A checkpoint's own run folder when resuming from one, else ``runs/<scene name>``."""
+    if resume and resume != "latest":
+        folder = os.path.dirname(os.path.abspath(resume))
+        if os.path.basename(folder) == "checkpoints":
+            return os.path.dirname(folder)
+    name = "default" if data == "default" else os.path.basename(os.path.normpath(data)) or "scene"
+    return os.path.join("runs", name)
+
+
 def train(data, out_dir, preset, iters, eval_split, resolution, device, adapter_filter, sh_degree,
           densify_from, densify_until, densify_every, densify_grad_threshold, opacity_reset_every,
-          prune_screen_size, white_background, seed, resume, eval_at, preview=False) -> None:
+          prune_screen_size, white_background, seed, resume, eval_at, preview=False,
+          overwrite=False, lr_scale=1.0, given=frozenset()) -> None:
+    """``given``: the names of the flags given on the command line (a resumed run checks them
+    against its own configuration instead of applying them)."""
     import click
+    from dataclasses import replace
 
     from .config import preset as make_preset
-    from .trainer import Trainer, TrainingError
+    from .run_dir import RunDirError, open_run_dir
+    from .trainer import TrainingError, find_checkpoint
 
     cfg = make_preset(preset)
     if iters is not None:
@@ -160,10 +246,7 @@ def train(data, out_dir, preset, iters, eval_split, resolution, device, adapter_
         cfg.eval_at = tuple(s for s in cfg.eval_at if s < iters) + (iters,)
         cfg.save_at = tuple(s for s in cfg.save_at if s < iters) + (iters,)
     if eval_at:
-        try:
-            cfg.eval_at = tuple(int(s) for s in eval_at.split(",") if s.strip())
-        except ValueError:
-            raise UserError(f"--eval-at takes comma-separated step numbers, got {eval_at!r}") from None
+        cfg.eval_at = _parse_eval_at(eval_at, cfg.iters)
     if sh_degree is not None:
         cfg.sh_degree = sh_degree
     for name, value in (("start", densify_from), ("stop", densify_until), ("every", densify_every),
@@ -174,19 +257,61 @@ def train(data, out_dir, preset, iters, eval_split, resolution, device, adapter_
             setattr(cfg.densify, name, value)
     cfg.seed = seed
     cfg.background = (1.0, 1.0, 1.0) if white_background else (0.0, 0.0, 0.0)
+    cfg.optim = replace(cfg.optim, lr_scale=float(lr_scale))
+    run_info = dict(data=data if data == "default" else os.path.abspath(data), resolution=resolution,
+                    eval_split=eval_split, preset=preset)
+    if resume and overwrite:
+        raise UserError("--resume continues the run in --out and --overwrite replaces it: pass one")
+
+    out_dir = out_dir or _default_out_dir(data, resume)
+    continues_run = resume is not None and (
+        resume == "latest" or _inside(os.path.abspath(resume), os.path.abspath(out_dir)))
+    try:
+        lock = open_run_dir(out_dir, continues_run=continues_run, overwrite=overwrite,
+                            log=click.echo)
+    except RunDirError as exc:
+        raise UserError(str(exc)) from None
+    try:
+        if resume:
+            try:
+                resume, meta = find_checkpoint(os.path.join(out_dir, "checkpoints"), resume,
+                                               click.echo)
+            except TrainingError as exc:
+                raise UserError(str(exc)) from None
+            cfg, run_info = _resumed_settings(meta, cfg, run_info, given)
+            data, resolution, eval_split = (run_info["data"], run_info["resolution"],
+                                            run_info["eval_split"])
+        _train_in(out_dir, cfg, run_info, data, resolution, eval_split, device, adapter_filter,
+                  resume, preview)
+    finally:
+        lock.release()
+
+
+def _inside(path: str, folder: str) -> bool:
+    return os.path.commonpath([path, folder]) == folder
+
+
+def _train_in(out_dir, cfg, run_info, data, resolution, eval_split, device, adapter_filter,
+              resume, preview) -> None:
+    """The run itself, in a locked output folder."""
+    import click
+
+    from .datasets import DatasetError
+    from .trainer import Trainer, TrainingError
 
     dataset = load_training_data(data, resolution, eval_split, cfg.background)
     for note in dataset.notes:
         click.echo(f"note: {note}")
-    if out_dir is None:
-        name = "default" if data == "default" else os.path.basename(os.path.normpath(data)) or "scene"
-        out_dir = os.path.join("runs", name)
+    with click.progressbar(length=len(dataset.cameras), label="decoding images") as bar:
+        try:   # every image before step 1: a bad one is an error now, not hours into the run
+            dataset.preload(progress=bar.update)
+        except DatasetError as exc:
+            raise UserError(str(exc)) from None
     factory, path_name = make_step_factory(device, adapter_filter, click.echo)
     click.echo(f"Training {len(dataset.train_indices)} views ({len(dataset.test_indices)} held out) "
                f"for {cfg.iters} steps on {path_name} -> {out_dir}")
-    run_info = dict(data=data if data == "default" else os.path.abspath(data), resolution=resolution,
-                    eval_split=eval_split, device=path_name)
-    trainer = Trainer(dataset, cfg, out_dir, factory, log=click.echo, run_info=run_info)
+    trainer = Trainer(dataset, cfg, out_dir, factory, log=click.echo,
+                      run_info=dict(run_info, device=path_name))
     on_step = None
     if preview:
         on_step = _preview_hook(dataset, click.echo)
@@ -211,9 +336,13 @@ def train(data, out_dir, preset, iters, eval_split, resolution, device, adapter_
         trainer.close()
         if on_step is not None:
             on_step.close()
-    last = summary["iterations"]
-    click.echo(f"Results in {out_dir}: point_cloud/iteration_{last}/point_cloud.ply, metrics.json, "
-               f"train.log, checkpoints/")
+    ply = os.path.relpath(summary["ply"], out_dir) if summary["ply"] else "no PLY"
+    if summary["interrupted"]:
+        click.echo(f"Interrupted by {summary['interrupted']} at step {summary['iterations']}: "
+                   f"saved {ply} and {os.path.relpath(summary['checkpoint'], out_dir)} in "
+                   f"{out_dir}. Continue with: wgsl_splat train --out {out_dir} --resume latest")
+        raise click.exceptions.Exit(128 + summary["signal"])   # what shells report for a signal
+    click.echo(f"Results in {out_dir}: {ply}, metrics.json, train.log, checkpoints/")
 
 
 class _preview_hook:
@@ -256,7 +385,8 @@ class _preview_hook:
             self.preview.close()
 
 
-def view(model_path, data, resolution, size, background, screenshot, frames, adapter_filter) -> None:
+def view(model_path, data, resolution, size, background, screenshot, frames, adapter_filter,
+         drop_nonfinite=False) -> None:
     import click
 
     from .gpu.renderer import GpuRenderer
@@ -268,13 +398,21 @@ def view(model_path, data, resolution, size, background, screenshot, frames, ada
         assert w > 0 and h > 0
     except (ValueError, AssertionError):
         raise UserError(f"--size takes WIDTHxHEIGHT, got {size!r}") from None
-    model = load_model(model_path)
+    model = load_model(model_path, drop_nonfinite)
     cameras = []
     if data:
         cameras = list(load_training_data(data, resolution, False, background).cameras)
     ctx = gpu_context("gpu", adapter_filter, click.echo, "the viewer renders on the GPU")
+    # The window's surface is one texture, the image one storage buffer: a size beyond either
+    # would abort the process in the driver (a Rust panic), not raise.
+    side = int(ctx.limits.get("max-texture-dimension-2d", 8192))
+    pixels = ctx.max_binding_bytes // 12
+    if w > side or h > side or w * h > pixels:
+        raise UserError(f"--size {w}x{h} is beyond this adapter: at most {side} px a side and "
+                        f"{pixels / 1e6:.1f} megapixels")
     renderer = GpuRenderer(ctx)
-    renderer.upload_model(model)
+    upload_to_gpu(renderer, model, "the viewer renders on the GPU; render views with "
+                                   "'render --device cpu' instead")
     if cameras:
         center = np.median(model.means, axis=0) if len(model) else np.zeros(3)
         orbit = OrbitCamera.from_camera(cameras[0], float(np.linalg.norm(center - cameras[0].center)) or 1.0)
@@ -305,17 +443,28 @@ def latest_ply(out_dir: str) -> tuple[int, str]:
     return max(found)
 
 
-def evaluate(out_dir: str, data: str | None, iteration: int | None, device: str) -> None:
+def evaluate(out_dir: str, data: str | None, iteration: int | None, device: str,
+             drop_nonfinite: bool = False) -> None:
     """Re-evaluate a finished run on its held-out views (same data, resolution and split)."""
+    from .run_dir import RunDirError, lock_folder
+
+    if not os.path.isfile(os.path.join(out_dir, "cfg.json")):
+        raise UserError(f"{out_dir} has no cfg.json: is it a training output folder?")
+    try:
+        lock = lock_folder(out_dir)   # a run training there would write metrics.json too
+    except RunDirError as exc:
+        raise UserError(str(exc)) from None
+    with lock:
+        _evaluate(out_dir, data, iteration, device, drop_nonfinite)
+
+
+def _evaluate(out_dir, data, iteration, device, drop_nonfinite) -> None:
     import click
 
     from .atomic_io import write_json
     from .evaluation import Lpips, evaluate_views
 
-    cfg_path = os.path.join(out_dir, "cfg.json")
-    if not os.path.isfile(cfg_path):
-        raise UserError(f"{out_dir} has no cfg.json: is it a training output folder?")
-    with open(cfg_path) as f:
+    with open(os.path.join(out_dir, "cfg.json")) as f:
         cfg = json.load(f)
     run = cfg.get("run", {})
     data = data or run.get("data")
@@ -325,7 +474,7 @@ def evaluate(out_dir: str, data: str | None, iteration: int | None, device: str)
         iteration, ply_path = latest_ply(out_dir)
     else:
         ply_path = os.path.join(out_dir, "point_cloud", f"iteration_{iteration}", "point_cloud.ply")
-    model = load_model(ply_path)
+    model = load_model(ply_path, drop_nonfinite)
     background = tuple(cfg.get("background", (0.0, 0.0, 0.0)))
     dataset = load_training_data(data, run.get("resolution", 1), run.get("eval_split", True), background)
     render_fn, path_name = make_renderer(device, echo=click.echo)

@@ -2,7 +2,9 @@
 
 :func:`load_dataset` detects the kind of ``path`` and returns a :class:`Dataset` of posed pinhole
 cameras (world-to-camera, OpenCV axes, DESIGN.md §2), an optional SfM point cloud and a train/test
-split. Images are decoded lazily by :meth:`Dataset.load_image`, never all kept in memory.
+split. :meth:`Dataset.preload` decodes every image once before training (a bad file is an error
+then, not hours later) and keeps them resident as 8-bit within a memory budget;
+:meth:`Dataset.load_image` serves them as float32, decoding the ones beyond the budget again.
 
 Decisions (see also the docstrings below):
 
@@ -47,8 +49,14 @@ UNDISTORT_HINT = ("undistort the scene first: colmap image_undistorter --image_p
                   "--input_path sparse/0 --output_path undistorted, then train on undistorted/")
 SINGLE_IMAGE_FOCAL_FACTOR = 10.0  # single-image mode: fx = fy = 10·max(W, H), nearly orthographic
 NERF_SYNTHETIC_HALF_SIDE = 1.3    # 3DGS's random-init cube for Blender-layout scenes
+MIN_DOWNSCALED_SIDE = 8  # px: -r may not shrink an image below this (1x1 images train silently)
 _CACHE_VERSION = "1"
 _MAX_LISTED = 5
+# Decoded images kept in memory by preload(), 8-bit (a quarter of float32): every training view
+# of most scenes (300 views of 1080p take 1.9 GB); the held-out views, read once per evaluation,
+# only up to a smaller budget.
+TRAIN_RESIDENT_BYTES = 4 << 30
+TEST_RESIDENT_BYTES = 512 << 20
 
 
 class DatasetError(ValueError):
@@ -61,6 +69,20 @@ def _checked(fn, path):
         return fn(path)
     except ImageReadError as exc:
         raise DatasetError(str(exc)) from None
+
+
+def check_downscale(resolution: float, sizes) -> None:
+    """Refuse a ``-r`` that shrinks one of the images (``(width, height)`` pairs) below
+    :data:`MIN_DOWNSCALED_SIDE` pixels on a side (images already that small are left alone)."""
+    if resolution <= 1:
+        return
+    w, h = min(sizes, key=min)
+    scaled = (max(1, int(round(w / resolution))), max(1, int(round(h / resolution))))
+    if min(scaled) < MIN_DOWNSCALED_SIDE:
+        largest = max(1, int(min(w, h) / (MIN_DOWNSCALED_SIDE - 0.5)))
+        raise DatasetError(f"-r {resolution:g} would shrink the {w}x{h} images to "
+                           f"{scaled[0]}x{scaled[1]} px; at most -r {largest} keeps them "
+                           f"{MIN_DOWNSCALED_SIDE} px on a side")
 
 
 def _listing(items, limit: int = _MAX_LISTED) -> str:
@@ -114,6 +136,8 @@ class Dataset:
     stats: dict = field(default_factory=lambda: {"decoded": 0, "cache_hits": 0,
                                                   "cache_writes": 0}, repr=False)
     memory_images: list[np.ndarray] | None = field(default=None, repr=False)  # embedded scene
+    resident: dict = field(default_factory=dict, init=False, repr=False)  # preload(): i -> pixels
+    preloaded: bool = field(default=False, init=False, repr=False)
 
     def __post_init__(self) -> None:
         self.background = np.asarray(self.background, dtype=np.float32).reshape(3)
@@ -138,23 +162,52 @@ class Dataset:
         """Image of camera ``i``: (H,W,3) float32 in [0,1], alpha composited on the background."""
         if self.memory_images is not None:
             return self.memory_images[i]
+        pixels = self.resident.get(i)
+        return self._composite(self._pixels(i) if pixels is None else pixels)
+
+    def preload(self, progress=None, train_budget: int = TRAIN_RESIDENT_BYTES,
+                test_budget: int = TEST_RESIDENT_BYTES) -> None:
+        """Decode (and cache, when processed) every image now, raising :class:`DatasetError` for
+        the first bad one; keep the training images resident up to ``train_budget`` bytes and the
+        held-out ones up to ``test_budget``. ``progress(n)`` is told of each image done."""
+        if self.memory_images is not None or self.preloaded:
+            if progress is not None:
+                progress(len(self.cameras))
+            return
+        train = set(self.train_indices)
+        used = {True: 0, False: 0}
+        for i in range(len(self.cameras)):
+            pixels = self._pixels(i)
+            is_train = i in train
+            if used[is_train] + pixels.nbytes <= (train_budget if is_train else test_budget):
+                self.resident[i] = pixels
+                used[is_train] += pixels.nbytes
+            if progress is not None:
+                progress(1)
+        self.preloaded = True
+
+    def _pixels(self, i: int) -> np.ndarray:
+        """Camera ``i``'s pixels before compositing (RGB or RGBA): uint8 whenever 8 bits hold
+        them exactly (processed images are quantised anyway, most photos are 8-bit), else
+        float32 (16-bit and float sources)."""
         cam, src = self.cameras[i], self.sources[i]
         shape = (cam.height, cam.width)
         processed = src.distortion is not None or (src.height, src.width) != shape
-        if not processed or self.cache is None:
+        if not processed:
             img = self._decode(src)
-            if processed:
-                img = self._quantised(self._process(img, src, shape))
-            return self._composite(img)
+            u8 = to_u8(img)
+            return u8 if np.array_equal(u8.astype(np.float32) / 255.0, img) else img
+        if self.cache is None:
+            return to_u8(self._process(self._decode(src), src, shape))
         stem, key = self._cache_key(i)
         cached = self.cache.read(stem, key, shape)
         if cached is not None:
             self.stats["cache_hits"] += 1
-            return self._composite(cached.astype(np.float32) / 255.0)
+            return cached
         u8 = to_u8(self._process(self._decode(src), src, shape))
         if self.cache.write(stem, key, u8):
             self.stats["cache_writes"] += 1
-        return self._composite(u8.astype(np.float32) / 255.0)
+        return u8
 
     def _decode(self, src: ImageSource) -> np.ndarray:
         img = _checked(read_image, src.path)
@@ -177,11 +230,9 @@ class Dataset:
             img = np.concatenate([img[..., :3] / np.maximum(a, 1e-8), a], axis=2)
         return img
 
-    @staticmethod
-    def _quantised(img: np.ndarray) -> np.ndarray:
-        return to_u8(img).astype(np.float32) / 255.0
-
     def _composite(self, img: np.ndarray) -> np.ndarray:
+        if img.dtype == np.uint8:
+            img = img.astype(np.float32) / 255.0
         if img.shape[2] == 3:
             return np.ascontiguousarray(img, dtype=np.float32)
         a = img[..., 3:]
@@ -335,6 +386,7 @@ def load_dataset(path, *, resolution: float = 1, eval_split: bool = False,
 
     if not full:
         raise DatasetError(f"{p}: the dataset has no cameras")
+    check_downscale(resolution, [(c.width, c.height) for c in full])
     order = sorted(range(len(full)), key=lambda i: full[i].name)
     cameras = [full[i].scaled(resolution) for i in order]
     sources = [sources[i] for i in order]
@@ -496,9 +548,20 @@ def _load_colmap(root: Path, model: tuple[str, str], images_dir: Path, notes: li
     elif len(m.points.xyz) == 0:
         notes.append(f"empty point cloud in {rel_model}: initialise randomly inside the bounds")
     else:
-        points = m.points.xyz.astype(np.float64)
-        colors = m.points.rgb.astype(np.float32) / 255.0
+        points, colors = _finite_points(m.points.xyz.astype(np.float64),
+                                        m.points.rgb.astype(np.float32) / 255.0, rel_model, notes)
     return cams, sources, points, colors
+
+
+def _finite_points(xyz: np.ndarray, rgb: np.ndarray, what: str, notes: list[str]):
+    """The point cloud without its rows that hold NaN or infinity (a note says how many went);
+    ``(None, None)`` when nothing is left (random initialisation)."""
+    ok = np.all(np.isfinite(xyz), axis=1) & np.all(np.isfinite(rgb), axis=1)
+    if ok.all():
+        return xyz, rgb
+    notes.append(f"dropped {int((~ok).sum())} of {len(ok)} points of {what} with non-finite "
+                 f"values" + ("" if ok.any() else ": initialise randomly inside the bounds"))
+    return (xyz[ok], rgb[ok]) if ok.any() else (None, None)
 
 
 # ------------------------------------------------------------------------------- transforms.json
@@ -528,6 +591,10 @@ def _frame_pose(matrix, where: str) -> np.ndarray:
         raise DatasetError(f"{where}: transform_matrix must be a finite 4x4 (or 3x4) matrix")
     c2w = m @ _OPENGL_TO_OPENCV  # OpenGL camera axes (y up, z back) -> OpenCV (y down, z forward)
     rot = c2w[:3, :3]
+    singular = np.linalg.svd(rot, compute_uv=False)
+    if singular[-1] < 1e-6 * max(singular[0], 1e-300):   # all zero, or flattened: no orientation
+        raise DatasetError(f"{where}: transform_matrix has a degenerate rotation (singular values "
+                           f"{np.array2string(singular, precision=3)})")
     if not np.allclose(rot.T @ rot, np.eye(3), atol=1e-3):
         u, _, vt = np.linalg.svd(rot)
         rot = u @ vt
@@ -593,6 +660,9 @@ def _load_transforms(json_paths: list[Path], notes: list[str], synthetic: bool =
             cloud = _read_point_cloud(jp.parent / str(meta["ply_file_path"]))
             if cloud is None:
                 notes.append(f"empty point cloud {meta['ply_file_path']}: random initialisation")
+            else:
+                xyz, rgb = _finite_points(*cloud, str(meta["ply_file_path"]), notes)
+                cloud = None if xyz is None else (xyz, rgb)
         for i, frame in enumerate(frames):
             where = f"{jp.name} frame {i}"
             if not isinstance(frame, dict) or "file_path" not in frame:

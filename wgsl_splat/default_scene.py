@@ -378,8 +378,9 @@ def default_dataset(*, resolution: int = 1, eval_split: bool = False, width: int
     """The embedded scene as a :class:`~wgsl_splat.datasets.Dataset` (what ``train`` uses when no
     data path is given): ``width``×``height`` divided by ``resolution``, every 8th view held out
     with ``eval_split``."""
-    from .datasets import Dataset
+    from .datasets import Dataset, check_downscale
 
+    check_downscale(resolution, [(width, height)])
     scene = make_default_scene(max(8, width // resolution), max(8, height // resolution),
                                num_cameras=num_cameras, num_points=num_points, background=background)
     n = len(scene.cameras)

@@ -26,10 +26,12 @@ class DensifyReport:
     after: int
     max_grad: float
     mean_grad: float
+    capped: bool = False   # max_gaussians left out some of the Gaussians that qualified
 
     def line(self) -> str:
         return (f"densify: N {self.before} -> {self.after} (+{self.cloned} cloned, {self.split} split, "
-                f"-{self.pruned} pruned; mean grad {self.mean_grad:.2e}, max {self.max_grad:.2e})")
+                f"-{self.pruned} pruned; mean grad {self.mean_grad:.2e}, max {self.max_grad:.2e})"
+                + ("; capped by max_gaussians" if self.capped else ""))
 
 
 def densify_and_prune(model: GaussianModel, adam: AdamState, stats: DensifyStats, cfg: DensifyConfig,
@@ -56,7 +58,8 @@ def densify_and_prune(model: GaussianModel, adam: AdamState, stats: DensifyStats
     room = max(0, cfg.max_gaussians - n0)
     clone = high & (max_scale <= cfg.percent_dense * extent)
     split = high & (max_scale > cfg.percent_dense * extent)
-    if room < clone.sum() + (cfg.split_samples - 1) * split.sum():  # keep the strongest within the cap
+    capped = room < clone.sum() + (cfg.split_samples - 1) * split.sum()
+    if capped:  # keep the strongest within the cap
         order = np.argsort(-grads)
         budget = np.zeros(n0, bool)
         cost = np.where(clone, 1, np.where(split, cfg.split_samples - 1, 0))[order]
@@ -106,7 +109,7 @@ def densify_and_prune(model: GaussianModel, adam: AdamState, stats: DensifyStats
     pruned = int(remove.sum()) - int(split.sum())
     report = DensifyReport(len(clone_idx), len(split_idx), pruned, n0, len(out),
                            float(grads[seen].max()) if seen.any() else 0.0,
-                           float(grads[seen].mean()) if seen.any() else 0.0)
+                           float(grads[seen].mean()) if seen.any() else 0.0, bool(capped))
     return out, new_adam, DensifyStats.zeros(len(out)), report
 
 

@@ -23,7 +23,7 @@ import time
 
 import numpy as np
 
-from .atomic_io import save_png
+from .atomic_io import safe_file_stem, save_png
 from .image_ops import to_u8
 from .reference.loss import psnr, ssim
 
@@ -119,8 +119,7 @@ def evaluate_views(dataset, render_fn, out_dir: str, iteration: int, *,
         per_view[name] = image_metrics(img, gt)
         if scorer is not None:
             per_view[name]["lpips"] = scorer(img, gt)
-        save_png(os.path.join(out, os.path.splitext(name.replace(os.sep, "_").replace("/", "_"))[0]
-                              + ".png"), img)
+        save_png(os.path.join(out, safe_file_stem(name, f"view_{i:03d}") + ".png"), img)
     keys = METRICS + (("lpips",) if scorer is not None else ())
     mean = {k: float(np.mean([v[k] for v in per_view.values()])) for k in keys}
     line = (f"eval @ {iteration} on {len(views)} {split} views: PSNR {mean['psnr']:.2f} dB, "

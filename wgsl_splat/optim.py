@@ -63,7 +63,8 @@ class OptimConfig:
 
     ``extent`` is the scene extent (3DGS ``spatial_lr_scale``, the camera-centre radius ×1.1); only
     the means' rates are scaled by it. ``max_steps`` is the length of the means' decay (3DGS
-    ``position_lr_max_steps``; the trainer sets it to the run length).
+    ``position_lr_max_steps``; the trainer sets it to the run length). ``lr_scale`` multiplies
+    every group's rate (``train --lr-scale``, for experiments).
     """
 
     extent: float = 1.0
@@ -80,6 +81,7 @@ class OptimConfig:
     beta1: float = 0.9
     beta2: float = 0.999
     eps: float = 1e-15
+    lr_scale: float = 1.0
 
     def with_scene(self, extent: float, max_steps: int | None = None) -> "OptimConfig":
         """Copy for a scene of the given extent (and run length)."""
@@ -93,15 +95,16 @@ class OptimConfig:
         1-based iteration number, as 3DGS's ``update_learning_rate(iteration)`` does.
         """
         if group == "means":
-            return expon_lr(step, self.means_lr_init * self.extent, self.means_lr_final * self.extent,
-                            self.max_steps, self.means_lr_delay_steps, self.means_lr_delay_mult)
+            return self.lr_scale * expon_lr(
+                step, self.means_lr_init * self.extent, self.means_lr_final * self.extent,
+                self.max_steps, self.means_lr_delay_steps, self.means_lr_delay_mult)
         constant = {"log_scales": self.scale_lr, "quats": self.rotation_lr,
                     "opacity_logits": self.opacity_lr, "sh_dc": self.sh_dc_lr,
                     "sh_rest": self.sh_rest_lr}
         if group not in constant:
             hint = " (sh is split into sh_dc and sh_rest)" if group == "sh" else ""
             raise KeyError(f"unknown learning-rate group {group!r}{hint}; expected one of {LR_GROUPS}")
-        return constant[group]
+        return self.lr_scale * constant[group]
 
     def lrs(self, step: float) -> dict[str, float]:
         """All group learning rates at ``step``, keyed by :data:`LR_GROUPS`."""

@@ -25,7 +25,7 @@ import numpy as np
 from .atomic_io import atomic_open
 from .model import GaussianModel, num_sh_coeffs
 
-__all__ = ["PlyError", "save_ply", "load_ply", "ply_property_names"]
+__all__ = ["PlyError", "NonFinitePlyError", "save_ply", "load_ply", "ply_property_names"]
 
 
 class PlyError(ValueError):
@@ -223,11 +223,17 @@ def _read_vertices(f, fmt: str, elements: list[_Element]) -> dict[str, np.ndarra
     return {p.name: table[p.name].astype(np.float32) for p in props}
 
 
-def load_ply(path) -> GaussianModel:
+class NonFinitePlyError(PlyError):
+    """Some Gaussians of the file hold NaN or infinity (``load_ply(drop_nonfinite=True)`` drops them)."""
+
+
+def load_ply(path, *, drop_nonfinite: bool = False, notes: list | None = None) -> GaussianModel:
     """Read a 3DGS PLY written by :func:`save_ply` or by other 3DGS tools (float32 model).
 
     The SH degree is inferred from the number of ``f_rest_*`` properties (0, 9, 24 or 45).
-    Extra vertex properties (normals, anything else) are ignored.
+    Extra vertex properties (normals, anything else) are ignored. Gaussians with a NaN or infinite
+    parameter raise :class:`NonFinitePlyError` (how many, in which properties) or, with
+    ``drop_nonfinite``, are dropped with a line appended to ``notes``.
     """
     path = os.fspath(path)
     with open(path, "rb") as f:
@@ -251,6 +257,23 @@ def load_ply(path) -> GaussianModel:
                        "(expected 0, 9, 24 or 45)")
     if rest_ids != list(range(n_rest)):
         raise PlyError(f"{path}: f_rest_* properties are not numbered 0..{n_rest - 1}")
+
+    used = list(_REQUIRED) + [f"f_rest_{i}" for i in range(n_rest)]
+    bad_rows = np.zeros(len(cols["x"]), bool)
+    bad_props = []
+    for name in used:
+        bad = ~np.isfinite(cols[name])
+        if bad.any():
+            bad_rows |= bad
+            bad_props.append(name)
+    if bad_props:
+        what = (f"{int(bad_rows.sum())} of {len(bad_rows)} Gaussians have NaN or infinite values "
+                f"(in {' '.join(bad_props[:8])}{' …' if len(bad_props) > 8 else ''})")
+        if not drop_nonfinite:
+            raise NonFinitePlyError(f"{path}: {what}")
+        cols = {name: cols[name][~bad_rows] for name in used}
+        if notes is not None:
+            notes.append(f"{path}: dropped {what.replace(' have ', ' with ')}")
 
     n = len(cols["x"])
     k = n_rest // 3 + 1

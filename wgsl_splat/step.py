@@ -71,6 +71,17 @@ class TrainStep(ABC):
         (the GPU path uploads each view's image once); the caller promises the same id always comes
         with the same image."""
 
+    @property
+    def max_gaussians(self) -> int | None:
+        """The most Gaussians this path can hold (None: host memory is the only bound);
+        densification stops there."""
+        return None
+
+    def holds_target(self, view_id) -> bool:
+        """True when the step keeps view ``view_id``'s image itself, so that :meth:`step` may be
+        called with ``target=None`` for it (the GPU path, after the view's first upload)."""
+        return False
+
     @abstractmethod
     def take_losses(self) -> list[float]:
         """The losses of every step since the last call, oldest first."""
@@ -147,6 +158,6 @@ class CpuTrainStep(TrainStep):
         self.model, self.adam, self.stats = model.astype(np.float32), adam, stats
 
     def render(self, camera, active_sh_degree=None) -> np.ndarray:
-        from .reference import render
+        from .reference import render_image
 
-        return render(self.model, camera, self.background, active_sh_degree=active_sh_degree).image
+        return render_image(self.model, camera, self.background, active_sh_degree=active_sh_degree)

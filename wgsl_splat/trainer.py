@@ -7,8 +7,14 @@ The loop talks to a :class:`~wgsl_splat.step.TrainStep` (NumPy or GPU) and to a 
 
 Outputs in ``out_dir``: ``cfg.json``, ``train.log``, ``metrics.json``,
 ``point_cloud/iteration_K/point_cloud.ply`` (3DGS layout), ``checkpoints/ckpt_K.npz`` (parameters,
-Adam state, densification statistics, RNG state, camera order — written atomically, the last two
-kept), and ``test/iteration_K/*.png`` renders of the evaluated views.
+Adam state, densification statistics, RNG state, camera order, the run's configuration — written
+atomically, the last two kept), and ``test/iteration_K/*.png`` renders of the evaluated views.
+One folder holds one run (the CLI enforces it, :mod:`wgsl_splat.run_dir`), so the checkpoints in
+``checkpoints/`` form one history and "the last two" and "latest" are well defined.
+
+Nothing non-finite is ever written: the parameters are checked before every PLY and checkpoint,
+the losses before every output, and a diverged run stops with its last good checkpoint intact.
+SIGINT and SIGTERM finish the current step, write a checkpoint and a PLY, and end the run.
 """
 
 from __future__ import annotations
@@ -18,7 +24,8 @@ import math
 import os
 import signal
 import time
-from dataclasses import dataclass, field
+import zipfile
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 
@@ -31,10 +38,89 @@ from .optim import AdamState
 from .step import DensifyStats, TrainStep
 
 CHECKPOINTS_KEPT = 2
+# A Gaussian this many times larger than the scene (the camera rig's radius) has blown up: healthy
+# runs stay under ~1x (the embedded scene: 0.1x), a 100x learning rate reached 5000x-5e7x.
+EXPLODED_SCALE = 1000.0
+CHECKPOINT_FORMAT = 2       # 2: meta carries the run's data/resolution and the dataset's shape
+STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM)
 
 
 class TrainingError(RuntimeError):
     """Training cannot go on (diverged, bad data); the message says what to do."""
+
+
+def nonfinite_groups(model: GaussianModel) -> list[str]:
+    """Names of the parameter arrays holding NaN or infinity."""
+    return [k for k, v in model.arrays().items() if not np.all(np.isfinite(v))]
+
+
+def checkpoint_files(checkpoint_dir: str) -> list[str]:
+    """The run's checkpoints, oldest first (their names sort by step)."""
+    if not os.path.isdir(checkpoint_dir):
+        return []
+    return [os.path.join(checkpoint_dir, f) for f in sorted(os.listdir(checkpoint_dir))
+            if f.startswith("ckpt_") and f.endswith(".npz")]
+
+
+def read_checkpoint_meta(path: str) -> dict:
+    """The metadata of a checkpoint written by :meth:`Trainer.save_checkpoint`, or a
+    :class:`TrainingError` saying why ``path`` is not one (missing, a PLY, empty, truncated)."""
+    hint = "--resume takes 'latest' or a checkpoints/ckpt_*.npz file written by train"
+    try:
+        with open(path, "rb") as f:
+            magic = f.read(4)
+    except OSError as exc:
+        raise TrainingError(f"cannot read checkpoint {path}: {exc.strerror or exc}") from None
+    if magic.startswith(b"ply"):
+        raise TrainingError(f"{path} is a PLY model, not a checkpoint (it holds no optimiser "
+                            f"state to continue from); {hint}")
+    if magic != b"PK\x03\x04":
+        what = "empty" if not magic else "not a checkpoint"
+        raise TrainingError(f"{path} is {what}; {hint}")
+    try:
+        with np.load(path) as z:
+            if "meta" not in z.files:
+                raise TrainingError(f"{path} is not a wgsl_splat checkpoint (no meta); {hint}")
+            return json.loads(bytes(z["meta"]).decode())
+    except (OSError, ValueError, EOFError, zipfile.BadZipFile, UnicodeDecodeError) as exc:
+        raise TrainingError(f"checkpoint {path} is damaged ({exc})") from None
+
+
+def find_checkpoint(checkpoint_dir: str, resume: str, log) -> tuple[str, dict]:
+    """``(path, meta)`` of the checkpoint ``--resume`` names.
+
+    ``latest``: the newest intact checkpoint of ``checkpoint_dir``; a damaged newer one (truncated
+    or empty, e.g. a disk that filled up, a copy cut short) is renamed ``*.damaged`` with a log line,
+    so that it is neither picked again nor counted when old checkpoints are pruned. A path inside
+    ``checkpoint_dir`` must be its newest checkpoint: continuing from an older one would mix two
+    histories in one folder (resume it into a new folder instead).
+    """
+    if resume != "latest":
+        meta = read_checkpoint_meta(resume)
+        here = checkpoint_files(checkpoint_dir)
+        if here and os.path.samefile(os.path.dirname(os.path.abspath(resume)), checkpoint_dir) \
+                and not os.path.samefile(resume, here[-1]):
+            raise TrainingError(f"{resume} is not the newest checkpoint of this run "
+                                f"({os.path.basename(here[-1])} is): continue from it into a new "
+                                f"--out, or use --resume latest")
+        return resume, meta
+    candidates = checkpoint_files(checkpoint_dir)
+    if not candidates:
+        raise TrainingError(f"--resume: no checkpoint in {checkpoint_dir}")
+    for path in reversed(candidates):
+        try:
+            return path, read_checkpoint_meta(path)
+        except TrainingError as exc:
+            os.replace(path, path + ".damaged")
+            log(f"{exc}; renamed it to {os.path.basename(path)}.damaged and trying the one before")
+    raise TrainingError(f"--resume latest: every checkpoint in {checkpoint_dir} is damaged")
+
+
+def dataset_shape(dataset) -> dict:
+    """What a checkpoint must agree with to continue on ``dataset``: its views and image sizes."""
+    return dict(views=len(dataset.cameras), train=len(dataset.train_indices),
+                test=len(dataset.test_indices),
+                sizes=sorted({f"{c.width}x{c.height}" for c in dataset.cameras}))
 
 
 @dataclass
@@ -104,8 +190,7 @@ class Trainer:
             raise TrainingError("the dataset has no training views")
         os.makedirs(out_dir, exist_ok=True)
         self._log_file = open(os.path.join(out_dir, "train.log"), "a", buffering=1)
-        self._image_cache: dict[int, np.ndarray] = {}
-        self._cache_bytes = 0
+        self.loss_first = self.loss_ema = None
         self.metrics: dict = {}
         self._lpips: Lpips | None = None
         metrics_path = os.path.join(out_dir, "metrics.json")
@@ -120,16 +205,13 @@ class Trainer:
             self.log_fn(msg)
 
     # -- data ---------------------------------------------------------------------------------------
-    def train_image(self, i: int, budget_bytes: int = 2 << 30) -> np.ndarray:
-        """Training images stay cached in memory up to a budget (3DGS keeps them all on the GPU);
-        test images are never cached."""
-        img = self._image_cache.get(i)
-        if img is None:
-            img = np.ascontiguousarray(self.dataset.load_image(i), dtype=np.float32)
-            if self._cache_bytes + img.nbytes <= budget_bytes:
-                self._image_cache[i] = img
-                self._cache_bytes += img.nbytes
-        return img
+    def train_target(self, i: int) -> np.ndarray | None:
+        """View ``i``'s image for a step, or None when the step keeps it resident already (the GPU
+        path uploads each view once): no float copy of the training images is kept on the host,
+        the dataset holds them decoded as 8-bit (:meth:`~wgsl_splat.datasets.Dataset.preload`)."""
+        if self.step.holds_target(i):
+            return None
+        return np.ascontiguousarray(self.dataset.load_image(i), dtype=np.float32)
 
     def next_view(self) -> int:
         if not self.view_stack:
@@ -140,56 +222,75 @@ class Trainer:
     def checkpoint_dir(self) -> str:
         return os.path.join(self.out_dir, "checkpoints")
 
+    def require_sane(self, model: GaussianModel, iteration: int, what: str) -> None:
+        """Refuse to write ``what`` from a diverged state: the last good checkpoint stays the latest.
+
+        Diverged: a parameter is not finite, or the run collapsed without overflowing (what a 100x
+        learning rate does): the training loss is no lower than at the start while Gaussians grew
+        to over :data:`EXPLODED_SCALE` times the scene (both conditions, so that neither the loss
+        spike after an opacity reset nor one huge background Gaussian of a good run trips it), or
+        nothing is left of the model."""
+        bad = nonfinite_groups(model)
+        problem = f"parameters {', '.join(bad)} are not finite" if bad else None
+        if len(model) == 0:
+            problem = "no Gaussian is left (densification pruned them all)"
+        excess = float(np.max(model.log_scales, initial=-np.inf)) - math.log(self.extent)
+        first, now = self.loss_first, self.loss_ema
+        if (not bad and excess > math.log(EXPLODED_SCALE) and first is not None
+                and now is not None and now >= first):
+            problem = (f"the training loss went from {first:.3f} to {now:.3f} while Gaussians grew "
+                       f"to {math.exp(min(excess, 700.0)):.0e} times the scene extent")
+        if problem:
+            raise TrainingError(f"{problem} at step {iteration}: training diverged and the {what} "
+                                f"was not written; the last good checkpoint is "
+                                f"{self.latest_checkpoint() or 'none'} (lower learning rates: "
+                                f"--lr-scale)")
+
     def save_checkpoint(self, iteration: int) -> str:
         model, adam, stats = self.step.get_state()
-        bad = [k for k, v in model.arrays().items() if not np.all(np.isfinite(v))]
-        if bad:  # never overwrite a good checkpoint with a diverged state
-            raise TrainingError(f"parameters {', '.join(bad)} are not finite at step {iteration}: training "
-                                f"diverged; the last good checkpoint is {self.latest_checkpoint() or 'none'}")
+        self.require_sane(model, iteration, "checkpoint")
         arrays = {f"model.{k}": v for k, v in model.arrays().items()}
         arrays.update({f"adam.{k}": v for k, v in adam.to_arrays().items()})
         arrays.update({"stats.grad_accum": stats.grad_accum, "stats.denom": stats.denom,
                        "stats.max_radii": stats.max_radii})
         meta = dict(iteration=iteration, rng=self.rng.bit_generator.state, view_stack=self.view_stack,
-                    config=self.cfg.to_dict(), extent=self.extent, format=1)
+                    config=self.cfg.to_dict(), extent=self.extent, run=self.run_info,
+                    dataset=dataset_shape(self.dataset), format=CHECKPOINT_FORMAT)
         arrays["meta"] = np.frombuffer(json.dumps(meta).encode(), dtype=np.uint8)
         os.makedirs(self.checkpoint_dir(), exist_ok=True)
         path = os.path.join(self.checkpoint_dir(), f"ckpt_{iteration:06d}.npz")
         save_npz(path, **arrays)
-        for old in sorted(self._checkpoints())[:-CHECKPOINTS_KEPT]:
+        for old in checkpoint_files(self.checkpoint_dir())[:-CHECKPOINTS_KEPT]:
             os.remove(old)
         return path
 
-    def _checkpoints(self) -> list[str]:
-        d = self.checkpoint_dir()
-        if not os.path.isdir(d):
-            return []
-        return [os.path.join(d, f) for f in sorted(os.listdir(d)) if f.startswith("ckpt_") and f.endswith(".npz")]
-
     @staticmethod
     def load_checkpoint(path: str):
+        read_checkpoint_meta(path)   # a clear message for what is not a checkpoint at all
         try:
             with np.load(path) as z:
                 meta = json.loads(bytes(z["meta"]).decode())
                 model = GaussianModel(**{k: z[f"model.{k}"] for k in PARAM_GROUPS})
                 adam = AdamState.from_arrays({k[5:]: z[k] for k in z.files if k.startswith("adam.")})
                 stats = DensifyStats(z["stats.grad_accum"], z["stats.denom"], z["stats.max_radii"])
-        except (OSError, KeyError, ValueError) as exc:
+        except (OSError, KeyError, ValueError, EOFError, zipfile.BadZipFile) as exc:
             raise TrainingError(f"cannot read checkpoint {path}: {exc}") from None
         return meta, model, adam, stats
 
     def latest_checkpoint(self) -> str | None:
-        found = self._checkpoints()
+        found = checkpoint_files(self.checkpoint_dir())
         return found[-1] if found else None
 
     # -- outputs ------------------------------------------------------------------------------------
     def save_ply(self, iteration: int) -> str:
         from .ply import save_ply
 
+        model = self.step.get_model()
+        self.require_sane(model, iteration, "PLY")
         d = os.path.join(self.out_dir, "point_cloud", f"iteration_{iteration}")
         os.makedirs(d, exist_ok=True)
         path = os.path.join(d, "point_cloud.ply")
-        save_ply(path, self.step.get_model())
+        save_ply(path, model)
         return path
 
     def evaluate(self, iteration: int) -> dict:
@@ -214,10 +315,9 @@ class Trainer:
         self.rng = np.random.default_rng(cfg.seed)
         self.view_stack: list[int] = []
         if resume:
-            path = self.latest_checkpoint() if resume == "latest" else resume
-            if path is None:
-                raise TrainingError(f"--resume: no checkpoint in {self.checkpoint_dir()}")
+            path, _ = find_checkpoint(self.checkpoint_dir(), resume, self.log)
             meta, model, adam, stats = self.load_checkpoint(path)
+            self.check_resumable(meta, path)
             self.rng.bit_generator.state = meta["rng"]
             self.view_stack = list(meta["view_stack"])
             self.extent = float(meta["extent"])
@@ -235,24 +335,49 @@ class Trainer:
                                                                 dataset_notes=list(self.dataset.notes)))
         return start
 
+    def check_resumable(self, meta: dict, path: str) -> None:
+        """The checkpoint must come from a run on this dataset at this resolution."""
+        theirs, ours = meta.get("dataset"), dataset_shape(self.dataset)
+        if theirs is not None and theirs != ours:
+            def show(d):
+                return (f"{d['train']} training + {d['test']} test views of "
+                        f"{', '.join(d['sizes'][:3])} px")
+            raise TrainingError(f"{path} was trained on {show(theirs)}, this dataset has "
+                                f"{show(ours)}: a different scene, -r or --eval split")
+        stack = meta.get("view_stack", [])
+        if any(not 0 <= int(v) < len(self.dataset.cameras) for v in stack):
+            raise TrainingError(f"{path} refers to views this dataset does not have")
+
     def run(self, resume: str | None = None, progress=None, on_step=None) -> dict:
         """Train to ``cfg.iters``; returns a summary. ``on_step(iteration, trainer)`` is called after
-        every step (the live preview hooks in there)."""
+        every step (the live preview hooks in there).
+
+        SIGINT or SIGTERM (Ctrl-C, ``kill``, ``timeout``, ``docker stop``, Slurm) finishes the
+        current step, writes a checkpoint and the PLY of that step and returns early with
+        ``summary["interrupted"]`` naming the signal and ``summary["signal"]`` its number."""
         cfg, dcfg = self.cfg, self.cfg.densify
         start = self.setup(resume)
-        last_good = None
-        interrupted = False
+        last_good = self.latest_checkpoint()       # the one resumed from, if any
+        saved = {"checkpoint": None, "ply": None}  # the step each was last written at
+        ply_path = os.path.join(self.out_dir, "point_cloud", f"iteration_{start}", "point_cloud.ply")
+        ply_path = ply_path if start and os.path.isfile(ply_path) else None  # resuming a finished run
+        stop_signal = None
 
-        def on_sigint(signum, frame):  # finish the step, save, stop
-            nonlocal interrupted
-            interrupted = True
+        def on_stop_signal(signum, frame):  # finish the step, save, stop
+            nonlocal stop_signal
+            stop_signal = signum
 
-        old_handler = signal.signal(signal.SIGINT, on_sigint) if _main_thread() else None
+        old_handlers = ({s: signal.signal(s, on_stop_signal) for s in STOP_SIGNALS}
+                        if _main_thread() else {})
+        if start >= cfg.iters:
+            self.log(f"the run is complete: step {start} of {cfg.iters}")
+        else:
+            self.log(f"training steps {start + 1}..{cfg.iters}", echo=False)
         t_start = time.perf_counter()
         blocked_at_start = getattr(self.step, "blocked_seconds", 0.0)
         it = start
-        loss_ema = None
-        zero_grad_warned = False
+        self.loss_first = self.loss_ema = None   # this run's first batch of losses, their EMA
+        zero_grad_warned = cap_logged = False
         # Losses are read in batches: the GPU path keeps them on the device (one read per batch),
         # so a NaN is noticed at most this many steps late -- and always before a checkpoint.
         loss_every = max(1, min(cfg.log_every, 25))
@@ -260,7 +385,6 @@ class Trainer:
         white_reset = dcfg.white_background_reset and all(c >= 1.0 for c in cfg.background)
 
         def check_losses(upto: int):
-            nonlocal loss_ema
             t = time.perf_counter()
             for loss in self.step.take_losses():
                 if not math.isfinite(loss):
@@ -268,14 +392,16 @@ class Trainer:
                         f"the loss became {loss} by step {upto}: training diverged. The last good "
                         f"checkpoint is {last_good or 'none (diverged before the first checkpoint)'}; "
                         f"resume from it with lower learning rates or report the scene.")
-                loss_ema = loss if loss_ema is None else 0.9 * loss_ema + 0.1 * loss
+                self.loss_ema = loss if self.loss_ema is None else 0.9 * self.loss_ema + 0.1 * loss
+            if self.loss_first is None and self.loss_ema is not None:
+                self.loss_first = self.loss_ema
             self.timing.add("step", time.perf_counter() - t)
 
         try:
             for it in range(start + 1, cfg.iters + 1):
                 t0 = time.perf_counter()
                 view = self.next_view()
-                target = self.train_image(view)
+                target = self.train_target(view)
                 t1 = time.perf_counter()
                 profile = can_profile and it % cfg.log_every == 0 and self.step.enable_profiling(True)
                 self.step.step(self.dataset.cameras[view], target, self.active_sh_degree(it),
@@ -289,7 +415,8 @@ class Trainer:
                 output_now = (it in cfg.eval_at or it in cfg.save_at or it % cfg.checkpoint_every == 0
                               or it == cfg.iters)
                 log_now = it % cfg.log_every == 0 or it == cfg.iters
-                if it % loss_every == 0 or densify_now or reset_now or output_now or log_now or interrupted:
+                if (it % loss_every == 0 or densify_now or reset_now or output_now or log_now
+                        or stop_signal is not None):
                     check_losses(it)
                 stages = {}
                 if profile:
@@ -302,7 +429,7 @@ class Trainer:
                 if it in cfg.eval_at or it == cfg.iters:
                     self.evaluate(it)
                 if it in cfg.save_at or it == cfg.iters:
-                    self.save_ply(it)
+                    ply_path, saved["ply"] = self.save_ply(it), it
                 self.timing.add("eval+io", time.perf_counter() - t4)
 
                 if densify_now:
@@ -312,10 +439,18 @@ class Trainer:
                         self.log("WARNING: densification statistics are all zero — no gradient "
                                  "reached the screen-space means; no Gaussian can densify.")
                         zero_grad_warned = True
+                    limit = self.step.max_gaussians
+                    bound = limit is not None and limit < dcfg.max_gaussians
                     model, adam, stats, report = densify_and_prune(
-                        model, adam, stats, dcfg, self.extent, it > dcfg.opacity_reset_every, self.rng)
+                        model, adam, stats, replace(dcfg, max_gaussians=limit) if bound else dcfg,
+                        self.extent, it > dcfg.opacity_reset_every, self.rng)
                     self.step.set_state(model, adam, stats)
                     self.log(f"step {it}: {report.line()}", echo=False)
+                    if report.capped and bound and not cap_logged:
+                        self.log(f"step {it}: densification capped at {limit} Gaussians, the "
+                                 f"most this adapter's storage bindings hold (a lower --sh-degree "
+                                 f"holds more)")
+                        cap_logged = True
                     self.timing.add("densify", time.perf_counter() - t3)
                 if reset_now:
                     model, adam, stats = self.step.get_state()
@@ -326,7 +461,7 @@ class Trainer:
                 if log_now:
                     elapsed = time.perf_counter() - t_start
                     n = self.step.num_gaussians
-                    line = (f"step {it}/{cfg.iters} loss {loss_ema:.4f} N {n} "
+                    line = (f"step {it}/{cfg.iters} loss {self.loss_ema:.4f} N {n} "
                             f"{(it - start) / elapsed:.2f} it/s")
                     if stages:
                         line += (f"; device ms {sum(stages.values()):.2f}: "
@@ -338,24 +473,32 @@ class Trainer:
                 if on_step is not None:
                     on_step(it, self)
                 if progress is not None:
-                    progress(it, loss_ema, self)
+                    progress(it, self.loss_ema, self)
                 t4 = time.perf_counter()
                 if it % cfg.checkpoint_every == 0 or it == cfg.iters:
-                    last_good = self.save_checkpoint(it)   # after densification: resumes exactly
+                    # after densification: resumes exactly
+                    last_good, saved["checkpoint"] = self.save_checkpoint(it), it
                 self.timing.add("eval+io", time.perf_counter() - t4)
-                if interrupted:
+                if stop_signal is not None:
                     break
         finally:
-            if old_handler is not None:
-                signal.signal(signal.SIGINT, old_handler)
+            for s, handler in old_handlers.items():
+                signal.signal(s, handler)
+        interrupted = stop_signal is not None and it < cfg.iters
         if interrupted:
-            path = self.save_checkpoint(it)
-            self.log(f"interrupted at step {it}: checkpoint saved to {path}; continue with --resume latest")
+            if saved["checkpoint"] != it:
+                last_good = self.save_checkpoint(it)
+            if saved["ply"] != it:
+                ply_path = self.save_ply(it)
+            self.log(f"{signal.Signals(stop_signal).name} at step {it}: saved {last_good} and "
+                     f"{ply_path}; continue with --resume latest")
         elapsed = time.perf_counter() - t_start
         self.timing.split_step(getattr(self.step, "blocked_seconds", 0.0) - blocked_at_start)
-        summary = dict(iterations=it, interrupted=interrupted, seconds=elapsed,
+        summary = dict(iterations=it, seconds=elapsed, ply=ply_path, checkpoint=last_good,
+                       interrupted=signal.Signals(stop_signal).name if interrupted else None,
+                       signal=int(stop_signal) if interrupted else None,
                        it_per_s=(it - start) / elapsed if elapsed > 0 else 0.0,
-                       num_gaussians=self.step.num_gaussians, final_loss=loss_ema,
+                       num_gaussians=self.step.num_gaussians, final_loss=self.loss_ema,
                        timing=self.timing.totals, out_dir=self.out_dir,
                        peak_device_bytes=getattr(self.step, "counters", {}).get("peak_bytes"))
         self.log(f"done: {it} steps in {elapsed:.1f}s ({summary['it_per_s']:.2f} it/s), "

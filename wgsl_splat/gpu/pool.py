@@ -16,7 +16,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .runtime import GpuContext
+from .runtime import GpuContext, GpuOutOfMemoryError
 
 _ALIGN = 256
 
@@ -78,10 +78,18 @@ class BufferPool:
         entry = self._entries.get(name)
         if entry is not None and entry.size >= nbytes and (entry.usage & usage) == usage:
             return entry.buffer
+        # Storage buffers are bound whole, so none may outgrow one binding; growing by the
+        # growth factor stops at that limit (lavapipe died near 0.45M Gaussians by overshooting).
+        limit = self.ctx.max_binding_bytes
+        if nbytes > limit:
+            raise GpuOutOfMemoryError(
+                f"buffer {name!r} needs {nbytes / 2**20:.0f} MiB; this adapter binds at most "
+                f"{limit / 2**20:.0f} MiB (max-storage-buffer-binding-size)")
         size = _round_up(nbytes)
         if entry is not None:
             size = max(size, _round_up(int(entry.size * self.growth)))
             usage |= entry.usage
+        size = max(min(size, limit - limit % _ALIGN), _round_up(nbytes, 4))
         wgpu = _wgpu()
         if keep_contents and entry is not None:
             usage |= wgpu.BufferUsage.COPY_DST

@@ -44,6 +44,32 @@ PARAMS_BYTES = 176         # sizeof(RenderParams) in common.wgsl
 SPLAT_BYTES = 48           # sizeof(Splat2D)
 COUNTERS_BYTES = 32        # counters[0..8)
 MIN_CAPACITY = 16384
+PARAM_FLOATS = 11          # per Gaussian in ``params`` before its SH: mean 3, log-scale 3, quat 4, opacity 1
+
+
+class ModelTooLargeError(GpuError):
+    """The model has more Gaussians than the adapter's storage bindings hold."""
+
+
+def max_gaussians(ctx: GpuContext, sh_coeffs: int, other_bytes: tuple = ()) -> int:
+    """The most Gaussians whose per-Gaussian buffers each fit one storage binding of ``ctx``.
+
+    Every buffer is bound whole, so the largest per-Gaussian record decides: the flat parameters
+    (4·(11 + 3K) bytes, as are their gradients and Adam moments when training), the projected
+    splats (48 bytes), and ``other_bytes`` (the training step's own per-Gaussian records).
+    """
+    per_gaussian = max(4 * (PARAM_FLOATS + 3 * sh_coeffs), SPLAT_BYTES, 16, *other_bytes)
+    return ctx.max_binding_bytes // per_gaussian
+
+
+def check_model_fits(ctx: GpuContext, n: int, sh_coeffs: int, other_bytes: tuple = ()) -> None:
+    """:class:`ModelTooLargeError` (one line, with the figures) when :func:`max_gaussians` < n."""
+    cap = max_gaussians(ctx, sh_coeffs, other_bytes)
+    if n > cap:
+        raise ModelTooLargeError(
+            f"{n} Gaussians at SH degree {sh_degree_from_coeffs(sh_coeffs)} do not fit this "
+            f"adapter, whose {ctx.max_binding_bytes / 2**20:.3g} MiB storage bindings hold at most "
+            f"{cap} (at SH degree 0: {max_gaussians(ctx, 1, other_bytes)})")
 
 
 class GpuRenderer:
@@ -124,6 +150,7 @@ class GpuRenderer:
         """Copy the parameters to the device (float32, one flat buffer) and size per-splat buffers."""
         n = len(model)
         k = model.sh.shape[1]
+        check_model_fits(self.ctx, n, k)
         arrays = [model.means, model.log_scales, model.quats, model.opacity_logits, model.sh]
         flat = np.concatenate([np.asarray(a, np.float32).ravel() for a in arrays]) if n else \
             np.zeros(1, np.float32)
@@ -131,12 +158,6 @@ class GpuRenderer:
         self.sh_coeffs = k
         self.sh_degree = sh_degree_from_coeffs(k)
         self.offsets = (3 * n, 6 * n, 10 * n, 11 * n)
-        limit = int(self.ctx.limits.get("max-storage-buffer-binding-size", 1 << 27))
-        if flat.nbytes > limit or SPLAT_BYTES * n > limit:
-            raise GpuError(
-                f"{n} Gaussians with {k} SH coefficients need {flat.nbytes / 2**20:.0f} MiB of "
-                f"parameters in one storage binding; this adapter allows {limit / 2**20:.0f} MiB "
-                f"(max-storage-buffer-binding-size). Use fewer Gaussians or a lower SH degree.")
         self.pool.get("params", flat.nbytes)
         self.pool.write("params", flat)
         m = max(n, 1)
@@ -154,8 +175,13 @@ class GpuRenderer:
         return self.offsets[3] + self.num * self.sh_coeffs * 3 if self.num else 0
 
     # -- sizing -------------------------------------------------------------------------------------
+    @property
+    def max_capacity(self) -> int:
+        """The most intersections ``isect_ids`` holds within one storage binding."""
+        return self.ctx.max_binding_bytes // 4 // 1024 * 1024
+
     def _set_capacity(self, capacity: int) -> None:
-        self.capacity = int(-(-int(capacity) // 1024) * 1024)
+        self.capacity = min(int(-(-int(capacity) // 1024) * 1024), self.max_capacity)
         self.pool.get("isect_ids", 4 * self.capacity)
 
     def _configure_chunks(self) -> None:
@@ -186,7 +212,8 @@ class GpuRenderer:
         self._check_next = True
 
     def ensure_capacity(self, intersections: int) -> None:
-        """Grow the intersection buffers to hold at least ``intersections`` (never shrinks)."""
+        """Grow the intersection buffers to hold at least ``intersections`` (never shrinks), or as
+        many as one storage binding holds (:attr:`max_capacity`)."""
         if intersections > self.capacity:
             self._set_capacity(max(int(intersections * 1.5), MIN_CAPACITY))
 
@@ -337,6 +364,10 @@ class GpuRenderer:
                     return np.frombuffer(data, np.float32, img_bytes // 4).reshape(
                         self.height, self.width, 3).copy()
                 return None
+            if total > self.max_capacity:
+                raise GpuError(f"this view needs {total} tile intersections; this adapter holds "
+                               f"at most {self.max_capacity} in one storage binding: render a "
+                               f"smaller image or on the NumPy path (--device cpu)")
             self.ensure_capacity(total)
             self.redos += 1
         raise RuntimeError("intersection capacity did not converge")  # pragma: no cover

@@ -152,6 +152,13 @@ class GpuContext:
         return str(self.info.get("adapter_type", "?"))
 
     @property
+    def max_binding_bytes(self) -> int:
+        """The largest storage buffer a shader can bind whole: every per-Gaussian and
+        per-intersection buffer must fit (128 MiB on lavapipe and in the WebGPU baseline)."""
+        return min(int(self.limits.get("max-storage-buffer-binding-size", 1 << 27)),
+                   int(self.limits.get("max-buffer-size", 1 << 28)))
+
+    @property
     def has_float_atomics(self) -> bool:
         return "shader-float32-atomic" in self.features
 

@@ -1,6 +1,7 @@
 """WGSL source loading, include expansion, compilation and pipeline caching.
 
-Sources live in the repository's top-level ``shaders/`` folder. A line ``#include "common.wgsl"``
+Sources live in the repository's top-level ``shaders/`` folder, installed as the package data
+``wgsl_splat.shaders`` (see :data:`SHADER_DIR`). A line ``#include "common.wgsl"``
 is replaced by that file's text (each file is included at most once per module, recursively);
 ``{{NAME}}`` is substituted from the ``defines`` mapping (for things that WGSL ``override``
 constants cannot express, e.g. array lengths of workgroup memory, or which file an ``#include``
@@ -18,13 +19,25 @@ names the original file and line (``shaders/project.wgsl:42:7``), not the line i
 
 from __future__ import annotations
 
+import importlib.resources
 import re
 from dataclasses import dataclass
 from pathlib import Path
 
 from .runtime import GpuContext, ShaderCompileError, convert_wgpu_error
 
-SHADER_DIR = Path(__file__).resolve().parents[2] / "shaders"
+
+def _shader_dir():
+    """The folder of WGSL sources. Installed (a wheel, ``pip install .``, or ``pip install -e .``,
+    whose import hook maps the package onto the checkout's ``shaders/``) it is the package data
+    ``wgsl_splat.shaders``; a checkout imported without installing reads ``shaders/`` directly."""
+    try:
+        return importlib.resources.files("wgsl_splat.shaders")
+    except ModuleNotFoundError:
+        return Path(__file__).resolve().parents[2] / "shaders"
+
+
+SHADER_DIR = _shader_dir()
 
 _INCLUDE_RE = re.compile(r'^\s*#include\s+"([^"]+)"\s*$')
 _DEFINE_RE = re.compile(r"\{\{\s*([A-Za-z_][A-Za-z0-9_]*)\s*\}\}")
@@ -60,7 +73,7 @@ def _file_name(name: str) -> str:
 
 def load_source(name: str, defines: dict | None = None, shader_dir: Path | None = None) -> ShaderSource:
     """Read ``shaders/NAME.wgsl`` with includes expanded and ``{{KEY}}`` substituted."""
-    root = Path(shader_dir) if shader_dir is not None else SHADER_DIR
+    root = Path(shader_dir) if shader_dir is not None else SHADER_DIR  # a path or a Traversable
     defines = {k: str(v) for k, v in (defines or {}).items()}
     out_lines: list[str] = []
     line_map: list[tuple[str, int]] = []
@@ -74,7 +87,7 @@ def load_source(name: str, defines: dict | None = None, shader_dir: Path | None 
         if not path.is_file():
             where = f" (included from {stack[-1]})" if stack else ""
             raise FileNotFoundError(f"WGSL source {path} not found{where}")
-        for lineno, line in enumerate(path.read_text().splitlines(), start=1):
+        for lineno, line in enumerate(path.read_text(encoding="utf-8").splitlines(), start=1):
 
             def sub(dm: re.Match) -> str:
                 key = dm.group(1)

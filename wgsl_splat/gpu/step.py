@@ -37,7 +37,7 @@ from .adam import GpuAdam, ParamLayout
 from .backward import GRAD2D_FLOATS, GpuBackward
 from .loss import RESULT_BYTES, GpuLoss
 from .pool import BufferPool
-from .renderer import COUNTERS_BYTES, GpuRenderer
+from .renderer import COUNTERS_BYTES, GpuRenderer, max_gaussians
 from .runtime import GpuContext
 from .shaders import ShaderLibrary
 
@@ -102,6 +102,11 @@ class GpuTrainStep(TrainStep):
     def num_gaussians(self) -> int:
         return self.renderer.num
 
+    @property
+    def max_gaussians(self) -> int:
+        # per Gaussian besides the parameters: screen-space gradients, densification statistics
+        return max_gaussians(self.ctx, self.renderer.sh_coeffs, (4 * GRAD2D_FLOATS, 12))
+
     def set_state(self, model, adam, stats) -> None:
         if not (len(model) == len(adam) == len(stats.denom)):
             raise ValueError(f"sizes differ: model {len(model)}, adam {len(adam)}, stats {len(stats.denom)}")
@@ -131,16 +136,21 @@ class GpuTrainStep(TrainStep):
         return self.pool.counters()
 
     # -- targets ------------------------------------------------------------------------------------
-    def _target(self, target: np.ndarray, view_id) -> str:
+    def holds_target(self, view_id) -> bool:
+        return view_id is not None and view_id in self._targets
+
+    def _target(self, target: np.ndarray | None, view_id) -> str:
+        hit = self._targets.get(view_id) if view_id is not None else None
+        if hit is not None:
+            self._targets.move_to_end(view_id)
+            return hit[0]
+        if target is None:
+            raise ValueError(f"view {view_id!r} is not resident on the device: pass its image")
         img = np.ascontiguousarray(target, np.float32)
         if img.ndim != 3 or img.shape[2] != 3:
             raise ValueError(f"target must be (H, W, 3), got {img.shape}")
         if view_id is None or img.nbytes > self.target_cache_bytes:
             return self.loss.upload_target(img, "target_scratch")
-        hit = self._targets.get(view_id)
-        if hit is not None:
-            self._targets.move_to_end(view_id)
-            return hit[0]
         while self._targets and self._target_bytes + img.nbytes > self.target_cache_bytes:
             _, (old, nbytes) = self._targets.popitem(last=False)
             self.pool.free(old)
@@ -164,9 +174,9 @@ class GpuTrainStep(TrainStep):
             self._verify_capacity = False
         self.loss.configure(camera.width, camera.height, "grad_image")
 
-    def step(self, camera: Camera, target: np.ndarray, active_sh_degree: int | None = None,
+    def step(self, camera: Camera, target: np.ndarray | None, active_sh_degree: int | None = None,
              view_id=None) -> float | None:
-        """One step; returns None: the loss stays on the device until :meth:`take_losses`."""
+        """One step (``target`` may be None when :meth:`holds_target`); returns None: the loss stays on the device until :meth:`take_losses`."""
         if self._pending >= self.history:
             self.take_losses_into_buffer()
         self._begin(camera, active_sh_degree)

@@ -90,11 +90,36 @@ def _tile_alpha(proj: Projection, ids, px, py):
     return dx, dy, power, gauss, alpha_raw
 
 
-def _composite_weights(alpha: np.ndarray):
+def _transmittance(alpha: np.ndarray, t_start: np.ndarray | None = None) -> np.ndarray:
+    """(P, n+1): the transmittance of each pixel before each pair and after the last, entering
+    with ``t_start`` (P,) (1 by default). One sequential product per pixel, so splitting a tile's
+    pairs into consecutive chunks (carrying the last column) gives the same values bit for bit."""
+    start = np.ones_like(alpha[:, :1]) if t_start is None else t_start[:, None].astype(alpha.dtype)
+    return np.cumprod(np.concatenate([start, 1.0 - alpha], axis=1), axis=1)
+
+
+def _composite_weights(alpha: np.ndarray, t_start: np.ndarray | None = None):
     """Transmittance before each pair (P,n) and after all of them (P,) for masked alphas."""
-    t_after = np.cumprod(1.0 - alpha, axis=1)
-    t_before = np.concatenate([np.ones_like(alpha[:, :1]), t_after[:, :-1]], axis=1)
-    return t_before, (t_after[:, -1] if alpha.shape[1] else np.ones(alpha.shape[0], alpha.dtype))
+    t = _transmittance(alpha, t_start)
+    return t[:, :-1], t[:, -1]
+
+
+def _composited_alpha(composited, clamped, alpha_raw) -> np.ndarray:
+    """The alphas that composite (clamped to 0.99), zero elsewhere."""
+    return np.where(composited, np.where(clamped, ALPHA_MAX, alpha_raw), 0.0)
+
+
+def _decide(power: np.ndarray, alpha_raw: np.ndarray, t_start: np.ndarray | None = None):
+    """The design's discrete decisions for (P, n) pairs in depth order: ``(composited, clamped,
+    t_decision)``. A pair is a candidate when inside the ellipse with alpha ≥ 1/255 (alpha clamped
+    to 0.99); a pixel stops at the first candidate that would push T below T_MIN (not composited),
+    and T never increases, so the composited set is a prefix of the candidates. ``t_decision`` (P,)
+    is T after the last pair counting that stopping candidate: what a next chunk starts from."""
+    clamped = alpha_raw > ALPHA_MAX
+    alpha = np.minimum(alpha_raw, ALPHA_MAX)
+    candidate = (power <= 0.0) & (alpha >= ALPHA_MIN)
+    t = _transmittance(np.where(candidate, alpha, 0.0), t_start)
+    return candidate & (t[:, 1:] >= T_MIN), clamped, t[:, -1]
 
 
 def rasterize(proj: Projection, background, structure: RasterStructure | None = None) -> RasterResult:
@@ -124,17 +149,11 @@ def rasterize(proj: Projection, background, structure: RasterStructure | None = 
             ids, px, py = entry.ids, entry.pixel_x, entry.pixel_y
         _, _, power, _, alpha_raw = _tile_alpha(proj, ids, px, py)
         if tiles is None:
-            clamped = alpha_raw > ALPHA_MAX
-            alpha = np.minimum(alpha_raw, ALPHA_MAX)
-            candidate = (power <= 0.0) & (alpha >= ALPHA_MIN)
-            t_after = np.cumprod(1.0 - np.where(candidate, alpha, 0.0), axis=1)
-            # A pixel stops at the first Gaussian that would push T below T_MIN (not composited);
-            # T is non-increasing, so the composited set is a prefix of the candidates.
-            composited = candidate & (t_after >= T_MIN)
+            composited, clamped, _ = _decide(power, alpha_raw)
             new_tiles.append(TileStructure(entry, ids, px, py, composited, clamped))
         else:
             composited, clamped = entry.composited, entry.clamped
-        alpha = np.where(composited, np.where(clamped, ALPHA_MAX, alpha_raw), 0.0)
+        alpha = _composited_alpha(composited, clamped, alpha_raw)
         t_before, t_final = _composite_weights(alpha)
         weight = alpha * t_before
         image[py, px] = weight @ proj.colors[ids] + t_final[:, None] * bg
@@ -144,6 +163,50 @@ def rasterize(proj: Projection, background, structure: RasterStructure | None = 
         last[py, px] = np.where(any_c, last_idx, 0)
     struct = structure if structure is not None else RasterStructure(tile_ids, gauss_ids, ranges, new_tiles)
     return RasterResult(image, final_t, last, struct, bg)
+
+
+def rasterize_image(proj: Projection, background, depth_chunk: int = 1024) -> np.ndarray:
+    """The image :func:`rasterize` composites, in memory bounded by one row of tiles and
+    ``depth_chunk`` Gaussians per tile at a time (no structure kept for a backward pass): what
+    rendering large models on the NumPy path needs. Transmittance and decisions are bit-identical
+    to :func:`rasterize`; colours differ by float rounding where a tile holds more than
+    ``depth_chunk`` Gaussians (its sum is accumulated chunk by chunk)."""
+    h, w = proj.height, proj.width
+    dtype = proj.means2d.dtype
+    bg = np.asarray(background, dtype=dtype).reshape(3)
+    image = np.empty((h, w, 3), dtype=dtype)
+    image[:] = bg
+    rect = proj.tile_rect
+    for ty in range(proj.tiles_y):
+        row = np.flatnonzero(proj.visible & (rect[:, 1] <= ty) & (rect[:, 3] > ty))
+        if len(row) == 0:
+            continue
+        # (tile x, Gaussian) pairs of this row, sorted as bin_and_sort does: tile, depth, index
+        counts = rect[row, 2] - rect[row, 0]
+        gid = np.repeat(row, counts)
+        tx = np.repeat(rect[row, 0], counts) + np.arange(len(gid)) - np.repeat(
+            np.cumsum(counts) - counts, counts)
+        order = np.lexsort((gid, proj.depths[gid], tx))
+        tx, gid = tx[order], gid[order]
+        bounds = np.searchsorted(tx, np.arange(proj.tiles_x + 1))
+        for x in range(proj.tiles_x):
+            ids = gid[bounds[x]:bounds[x + 1]]
+            if len(ids) == 0:
+                continue
+            px, py = _tile_pixels(ty * proj.tiles_x + x, proj)
+            color = 0.0
+            t_decision = t_composite = np.ones(len(px), dtype)
+            for s in range(0, len(ids), depth_chunk):
+                sub = ids[s:s + depth_chunk]
+                _, _, power, _, alpha_raw = _tile_alpha(proj, sub, px, py)
+                composited, clamped, t_decision = _decide(power, alpha_raw, t_decision)
+                alpha = _composited_alpha(composited, clamped, alpha_raw)
+                t_before, t_composite = _composite_weights(alpha, t_composite)
+                color = color + (alpha * t_before) @ proj.colors[sub]
+                if np.all(t_decision < T_MIN):   # every pixel of the tile has stopped
+                    break
+            image[py, px] = color + t_composite[:, None] * bg
+    return image
 
 
 @dataclass
@@ -169,7 +232,7 @@ def rasterize_backward(proj: Projection, result: RasterResult, dL_dimage: np.nda
         ids, px, py = tile.ids, tile.pixel_x, tile.pixel_y
         dx, dy, _, gauss, alpha_raw = _tile_alpha(proj, ids, px, py)
         comp, clamped = tile.composited, tile.clamped
-        alpha = np.where(comp, np.where(clamped, ALPHA_MAX, alpha_raw), 0.0)
+        alpha = _composited_alpha(comp, clamped, alpha_raw)
         t_before, t_final = _composite_weights(alpha)
         g_pix = dL_dimage[py, px]                      # (P,3)
         colors = proj.colors[ids]                      # (n,3)

@@ -9,7 +9,8 @@ import numpy as np
 from ..camera import Camera
 from ..model import GaussianModel
 from .projection import Projection, project, project_backward
-from .raster import RasterResult, RasterStructure, ScreenGrads, rasterize, rasterize_backward
+from .raster import (RasterResult, RasterStructure, ScreenGrads, rasterize, rasterize_backward,
+                     rasterize_image)
 
 
 @dataclass
@@ -39,6 +40,24 @@ def render(model: GaussianModel, camera: Camera, background=(0.0, 0.0, 0.0), *,
     proj = project(model, camera, active_sh_degree)
     raster = rasterize(proj, background, structure)
     return RenderOutput(raster.image, proj, raster)
+
+
+def render_image(model: GaussianModel, camera: Camera, background=(0.0, 0.0, 0.0), *,
+                 active_sh_degree: int | None = None, chunk: int = 65536,
+                 depth_chunk: int = 1024) -> np.ndarray:
+    """The image :func:`render` gives, in memory bounded by ``chunk`` Gaussians projected at a
+    time and :func:`~.raster.rasterize_image`'s bounds, for models of millions of Gaussians (the
+    full forward pass keeps every intermediate for the backward pass: 15 GB for 2M). Only the
+    visible Gaussians' screen-space quantities are kept, in the order of the model, so depth ties
+    break as in :func:`render`."""
+    parts = []
+    for s in range(0, max(len(model), 1), chunk):
+        p = project(model.subset(slice(s, s + chunk)), camera, active_sh_degree)
+        vis = p.visible
+        parts.append((p.means2d[vis], p.conics[vis], p.depths[vis], p.radii[vis], p.colors[vis],
+                      p.opacities[vis], p.tile_rect[vis]))
+    proj = Projection(*(np.concatenate(a) for a in zip(*parts)), camera.width, camera.height)
+    return rasterize_image(proj, background, depth_chunk)
 
 
 def render_backward(model: GaussianModel, camera: Camera, out: RenderOutput,

@@ -1,0 +1,177 @@
+"""One output folder holds one run: refusal, --overwrite, the lock, signals, resume (its own
+configuration, dataset checks, damaged checkpoints, temp files), and what is not a checkpoint."""
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+
+import pytest
+from click.testing import CliRunner
+
+from test_trainer import cpu_factory, run, tiny_config
+from wgsl_splat.cli import main
+from wgsl_splat.default_scene import default_dataset
+from wgsl_splat.run_dir import RunLock
+from wgsl_splat.trainer import Trainer, TrainingError
+
+QUICK = ["--preset", "smoke", "-r", "8", "--device", "cpu"]
+
+
+def train(out, *args):
+    return CliRunner().invoke(main, ["train", *QUICK, "--out", str(out), *args])
+
+
+def assert_one_line_error(result, message):
+    assert result.exit_code == 1, result.output
+    assert message in result.output, result.output
+    assert "Traceback" not in result.output
+
+
+@pytest.fixture(scope="module")
+def finished(tmp_path_factory):
+    """A finished 2-step CLI run with a non-default configuration (the first train of the module)."""
+    out = tmp_path_factory.mktemp("runs") / "finished"
+    res = train(out, "--iters", "2", "--eval-at", "1,2", "--lr-scale", "0.5", "--seed", "3")
+    assert res.exit_code == 0, res.output
+    return out
+
+
+def test_a_second_run_into_a_used_folder_is_refused(finished):
+    before = sorted(os.listdir(finished / "checkpoints"))
+    res = train(finished, "--iters", "2")
+    assert_one_line_error(res, "is not empty")
+    assert "--resume latest" in res.output and "--overwrite" in res.output
+    assert sorted(os.listdir(finished / "checkpoints")) == before
+
+
+def test_overwrite_removes_only_what_a_run_writes(tmp_path):
+    out = tmp_path / "run"
+    assert train(out, "--iters", "2").exit_code == 0
+    (out / "notes.txt").write_text("mine")
+    (out / "point_cloud" / "iteration_99").mkdir()        # a stale output of the old run
+    res = train(out, "--iters", "1", "--overwrite")
+    assert res.exit_code == 0, res.output
+    assert (out / "notes.txt").read_text() == "mine"
+    assert sorted(os.listdir(out / "point_cloud")) == ["iteration_1"]
+    assert sorted(os.listdir(out / "checkpoints")) == ["ckpt_000001.npz"]
+    assert_one_line_error(train(out, "--resume", "latest", "--overwrite"), "pass one")
+
+
+def test_a_second_process_is_stopped_by_the_lock(tmp_path):
+    out = tmp_path / "busy"
+    out.mkdir()
+    with RunLock(str(out)).acquire():      # another open file description: flock conflicts
+        res = train(out, "--iters", "1")
+        assert_one_line_error(res, f"in use by another wgsl_splat process (pid {os.getpid()})")
+        assert os.listdir(out) == [".lock"]
+    assert train(out, "--iters", "1").exit_code == 0    # released with its holder
+
+
+def test_eval_refuses_a_run_another_process_holds(finished):
+    with RunLock(str(finished)).acquire():    # a training still writing into the folder
+        res = CliRunner().invoke(main, ["eval", str(finished), "--device", "cpu"])
+    assert_one_line_error(res, "in use by another wgsl_splat process")
+
+
+@pytest.mark.parametrize("sig, code", [(signal.SIGTERM, 143), (signal.SIGINT, 130)])
+def test_signals_save_a_checkpoint_and_the_named_ply(tmp_path, sig, code):
+    out = tmp_path / "run"
+    proc = subprocess.Popen([sys.executable, "-m", "wgsl_splat", "train", *QUICK, "--iters",
+                             "100000", "--out", str(out)], stdout=subprocess.PIPE,
+                            stderr=subprocess.STDOUT, text=True)
+    try:
+        deadline = time.time() + 60
+        while "training steps" not in _read(out / "train.log"):   # the handlers are installed
+            assert proc.poll() is None and time.time() < deadline, proc.communicate()[0]
+            time.sleep(0.05)
+        proc.send_signal(sig)
+        output, _ = proc.communicate(timeout=60)
+    finally:
+        proc.kill()
+    assert proc.returncode == code, output
+    step = int(output.split(f"Interrupted by {sig.name} at step ")[1].split(":")[0])
+    assert (out / "point_cloud" / f"iteration_{step}" / "point_cloud.ply").is_file()
+    assert (out / "checkpoints" / f"ckpt_{step:06d}.npz").is_file()
+    assert "--resume latest" in output and "Traceback" not in output
+
+
+def _read(path):
+    return path.read_text() if path.exists() else ""
+
+
+def test_resume_keeps_the_runs_own_configuration(finished):
+    res = CliRunner().invoke(main, ["train", "--out", str(finished), "--resume", "latest",
+                                    "--device", "cpu"])          # no --preset, -r, --seed, ...
+    assert res.exit_code == 0, res.output
+    assert "the run is complete: step 2 of 2" in res.output
+    assert "point_cloud/iteration_2/point_cloud.ply" in res.output
+    cfg = json.loads((finished / "cfg.json").read_text())
+    assert (cfg["iters"], cfg["seed"], cfg["eval_at"], cfg["optim"]["lr_scale"]) == (2, 3, [1, 2], 0.5)
+    assert cfg["run"]["resolution"] == 8 and cfg["run"]["preset"] == "smoke"
+    for args, flag in ((["--iters", "5"], "--iters 5"), (["-r", "4"], "-r/--resolution 4"),
+                       (["--preset", "fast"], "--preset fast"), (["--seed", "4"], "--seed 4"),
+                       (["--lr-scale", "2"], "--lr-scale 2.0")):
+        res = CliRunner().invoke(main, ["train", "--out", str(finished), "--resume", "latest",
+                                        *args])
+        assert_one_line_error(res, f"{flag} disagrees with the run being resumed")
+    agreeing = CliRunner().invoke(main, ["train", *QUICK, "--seed", "3", "--out", str(finished),
+                                         "--resume", "latest"])
+    assert agreeing.exit_code == 0, agreeing.output
+
+
+def test_resume_refuses_another_dataset_or_resolution(tmp_path):
+    run(tmp_path, tiny_config(8))
+    other = default_dataset(resolution=4, eval_split=True, num_cameras=16, num_points=600)
+    trainer = Trainer(other, tiny_config(12), str(tmp_path), None, log=lambda m: None)
+    with pytest.raises(TrainingError, match="trained on 14 training \\+ 2 test views of 32x32 px, "
+                                            "this dataset has 14 training \\+ 2 test views of 48x48"):
+        trainer.run(resume="latest")
+    trainer.close()
+
+
+def test_resume_falls_back_to_the_newest_intact_checkpoint(tmp_path):
+    cfg = tiny_config(8)
+    cfg.checkpoint_every = 4
+    run(tmp_path, cfg)                                  # checkpoints at 4 and 8
+    ckpts = tmp_path / "checkpoints"
+    data = (ckpts / "ckpt_000008.npz").read_bytes()
+    (ckpts / "ckpt_000008.npz").write_bytes(data[: len(data) // 2])   # a copy cut short
+    logged = []
+    trainer = Trainer(default_dataset(resolution=6, eval_split=True, num_cameras=16,
+                                      num_points=600), cfg, str(tmp_path), cpu_factory,
+                      log=logged.append)
+    summary = trainer.run(resume="latest")
+    trainer.close()
+    assert any("ckpt_000008.npz is damaged" in m and "renamed" in m for m in logged), logged
+    assert any("resumed from" in m and "ckpt_000004.npz at step 4" in m for m in logged), logged
+    assert summary["iterations"] == 8
+    assert sorted(os.listdir(ckpts)) == ["ckpt_000004.npz", "ckpt_000008.npz",
+                                         "ckpt_000008.npz.damaged"]
+
+
+def test_resume_cleans_temp_files_and_refuses_what_is_not_a_checkpoint(finished, tmp_path):
+    orphans = [finished / "checkpoints" / ".ckpt_000003.npz.0123456789ab.tmp",
+               finished / ".metrics.json.abcdef012345.tmp"]
+    for p in orphans:
+        p.write_bytes(b"half a write")
+    res = CliRunner().invoke(main, ["train", "--out", str(finished), "--resume", "latest",
+                                    "--device", "cpu"])
+    assert res.exit_code == 0, res.output
+    assert not any(p.exists() for p in orphans)
+    assert "left by an interrupted write" in res.output
+    ply = finished / "point_cloud" / "iteration_2" / "point_cloud.ply"
+    assert_one_line_error(train(tmp_path / "new", "--resume", str(ply)), "is a PLY model, not a checkpoint")
+    empty = tmp_path / "empty.npz"
+    empty.write_bytes(b"")
+    assert_one_line_error(train(tmp_path / "new", "--resume", str(empty)), "is empty")
+
+
+def test_resume_from_an_older_checkpoint_of_the_same_run_is_refused(tmp_path):
+    cfg = tiny_config(8)
+    cfg.checkpoint_every = 4
+    run(tmp_path, cfg)
+    with pytest.raises(TrainingError, match="not the newest checkpoint of this run"):
+        run(tmp_path, cfg, resume=str(tmp_path / "checkpoints" / "ckpt_000004.npz"))
