@@ -9,7 +9,10 @@ from wgsl_splat.camera import Camera
 from wgsl_splat.gpu.renderer import GpuRenderer
 from wgsl_splat.model import GaussianModel, rgb_to_sh_dc
 from wgsl_splat.random_scene import random_scene
-from wgsl_splat.reference import ALPHA_MAX, ALPHA_MIN, T_MIN, render
+from wgsl_splat.reference import render
+from wgsl_splat.render_config import CLASSIC
+
+ALPHA_MAX, ALPHA_MIN, T_MIN = CLASSIC.alpha_max, CLASSIC.alpha_min, CLASSIC.t_min
 
 TOL = 1e-4
 

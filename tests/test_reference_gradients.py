@@ -13,18 +13,25 @@ import pytest
 from wgsl_splat.model import PARAM_GROUPS
 from wgsl_splat.random_scene import random_scene
 from wgsl_splat.reference import render, render_backward
+from wgsl_splat.render_config import CLASSIC
 
 REL_TOL = 1e-6
 EPS = 1e-6
 
 
-def weighted_loss(model, cam, weight, structure, background, sh_degree=None):
-    out = render(model, cam, background, structure=structure, active_sh_degree=sh_degree)
+def weighted_loss(model, cam, weight, structure, background, sh_degree=None, config=CLASSIC,
+                  filter_3d=None):
+    out = render(model, cam, background, structure=structure, active_sh_degree=sh_degree,
+                 config=config, filter_3d=filter_3d)
     return float(np.sum(out.image * weight))
 
 
-def fd_check(model, cam, rng, seed, background=(0.2, 0.5, 0.9), entries_per_group=24, sh_degree=None):
-    base = render(model, cam, background, active_sh_degree=sh_degree)
+def fd_check(model, cam, rng, seed, background=(0.2, 0.5, 0.9), entries_per_group=24, sh_degree=None,
+             config=CLASSIC, filter_3d=None):
+    """Central differences of every parameter group vs the analytic backward pass (``filter_3d`` is
+    a constant of the antialiased mode: not differentiated, as in training)."""
+    render_args = dict(config=config, filter_3d=filter_3d)
+    base = render(model, cam, background, active_sh_degree=sh_degree, **render_args)
     weight = rng.normal(size=base.image.shape)
     grads = render_backward(model, cam, base, weight).params
     structure = base.raster.structure
@@ -40,7 +47,8 @@ def fd_check(model, cam, rng, seed, background=(0.2, 0.5, 0.9), entries_per_grou
             for sign in (1.0, -1.0):
                 m = model.copy()
                 getattr(m, group).reshape(-1)[idx] += sign * EPS
-                vals.append(weighted_loss(m, cam, weight, structure, background, sh_degree))
+                vals.append(weighted_loss(m, cam, weight, structure, background, sh_degree,
+                                          **render_args))
             fd[j] = (vals[0] - vals[1]) / (2 * EPS)
         an = flat_g[picked]
         rel = np.linalg.norm(fd - an) / np.linalg.norm(an)

@@ -40,6 +40,12 @@ DEVICE_OPTION = click.option(
     help="auto: a wgpu adapter if there is one, else the NumPy path; gpu: fail without an adapter.")
 
 
+RENDER_MODE_OPTION = click.option(
+    "--antialiased/--classic", "antialiased", default=None,
+    help="Render mode: antialiased (Mip-Splatting's 2D and 3D filters) or classic 3DGS. Default: "
+         "the mode the model was trained in (its PLY header); overriding it prints a warning.")
+
+
 def parse_color(text: str):
     try:
         vals = [float(v) for v in text.split(",")]
@@ -59,8 +65,9 @@ def parse_color(text: str):
 @click.option("--out", "out_dir", default="out/render", show_default=True, type=click.Path(file_okay=False))
 @click.option("--background", default="0,0,0", show_default=True, help="r,g,b in [0,1].")
 @click.option("--limit", type=int, default=None, help="Render at most this many cameras.")
+@RENDER_MODE_OPTION
 @DEVICE_OPTION
-def render(model_path, data, camera_json, out_dir, background, limit, device):
+def render(model_path, data, camera_json, out_dir, background, limit, antialiased, device):
     """Render MODEL_PATH (.ply) from the cameras of a scene or a camera file, writing PNGs.
 
     Without MODEL_PATH the embedded default scene's point cloud is rendered as initial Gaussians
@@ -68,7 +75,8 @@ def render(model_path, data, camera_json, out_dir, background, limit, device):
     """
     from . import commands
 
-    commands.render(model_path, data, camera_json, out_dir, parse_color(background), limit, device)
+    commands.render(model_path, data, camera_json, out_dir, parse_color(background), limit, device,
+                    antialiased)
 
 
 @main.command()
@@ -99,9 +107,12 @@ def render(model_path, data, camera_json, out_dir, background, limit, device):
 @click.option("--eval-at", default=None, help="Comma-separated steps at which to evaluate (default: preset's).")
 @click.option("--preview", is_flag=True,
               help="Show the model live in a window while it trains (GPU path; ignored without a display).")
+@click.option("--antialiased", is_flag=True,
+              help="Train and render with Mip-Splatting's filters (3D smoothing + 2D Mip filter), "
+                   "for models that stay sharp and alias-free at other resolutions and distances.")
 def train(data, out_dir, preset, iters, eval_split, resolution, device, adapter_filter, sh_degree,
           densify_from, densify_until, densify_every, densify_grad_threshold, opacity_reset_every,
-          prune_screen_size, white_background, seed, resume, eval_at, preview):
+          prune_screen_size, white_background, seed, resume, eval_at, preview, antialiased):
     """Train on DATA: a COLMAP folder, a transforms.json scene, one image, or 'default' (the
     embedded procedural scene). Writes a .ply, checkpoints, metrics.json and a log into --out."""
     from . import commands
@@ -109,19 +120,24 @@ def train(data, out_dir, preset, iters, eval_split, resolution, device, adapter_
     commands.train(data, out_dir, preset, iters, eval_split, resolution, device, adapter_filter, sh_degree,
                    densify_from, densify_until, densify_every, densify_grad_threshold,
                    opacity_reset_every, prune_screen_size, white_background, seed, resume, eval_at,
-                   preview)
+                   preview, antialiased=antialiased)
 
 
 @main.command("eval")
 @click.argument("out_dir", type=click.Path(file_okay=False))
 @click.option("--data", default=None, help="Scene path (default: the one recorded in OUT_DIR/cfg.json).")
 @click.option("--iteration", type=int, default=None, help="Which saved model (default: the latest).")
+@click.option("--scales", default=None,
+              help="Comma-separated render scales relative to the training resolution, e.g. "
+                   "1,0.5,0.25,0.125,2 (Mip-Splatting's multi-scale test: cameras scaled, ground "
+                   "truth area-downscaled from the source images).")
+@RENDER_MODE_OPTION
 @DEVICE_OPTION
-def eval_cmd(out_dir, data, iteration, device):
+def eval_cmd(out_dir, data, iteration, scales, antialiased, device):
     """Re-evaluate a finished training run on its held-out views: PSNR, SSIM, L1 into metrics.json."""
     from . import commands
 
-    commands.evaluate(out_dir, data, iteration, device)
+    commands.evaluate(out_dir, data, iteration, device, scales=scales, antialiased=antialiased)
 
 
 @main.command()
@@ -181,7 +197,9 @@ def bench(presets, gaussians, width, height, device, steps, warmup, json_path, n
               help="Save the first frame to this PNG and close (scripted screenshots).")
 @click.option("--frames", type=click.IntRange(min=1), default=None, help="Close after this many frames.")
 @click.option("--adapter", "adapter_filter", default=None, help="Use the first GPU adapter whose name contains this.")
-def view(model_path, data, resolution, size, background, screenshot, frames, adapter_filter):
+@RENDER_MODE_OPTION
+def view(model_path, data, resolution, size, background, screenshot, frames, adapter_filter,
+         antialiased):
     """Open MODEL_PATH (.ply) in an interactive window rendered by the GPU pipeline.
 
     Left drag orbits, right drag (or shift + drag) pans, the wheel zooms, W/A/S/D/Q/E fly, R resets
@@ -190,7 +208,7 @@ def view(model_path, data, resolution, size, background, screenshot, frames, ada
     from . import commands
 
     commands.view(model_path, data, resolution, size, parse_color(background), screenshot, frames,
-                  adapter_filter)
+                  adapter_filter, antialiased)
 
 
 @main.command()

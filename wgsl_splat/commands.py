@@ -12,6 +12,7 @@ from .atomic_io import save_png
 from .camera import Camera
 from .cli import UserError
 from .model import GaussianModel
+from .render_config import CLASSIC, RenderConfig, render_config
 
 
 def load_cameras_json(path) -> list[Camera]:
@@ -27,14 +28,30 @@ def load_cameras_json(path) -> list[Camera]:
 
 
 def load_model(path) -> GaussianModel:
-    from .ply import PlyError, load_ply
+    return load_model_and_mode(path)[0]
+
+
+def load_model_and_mode(path) -> tuple[GaussianModel, str]:
+    """The model of a PLY and the render mode its header declares (one-line errors)."""
+    from .ply import PlyError, load_ply_with_mode
 
     if not os.path.isfile(path):
         raise UserError(f"model file not found: {path}")
     try:
-        return load_ply(path)
+        return load_ply_with_mode(path)
     except PlyError as exc:
         raise UserError(f"{path}: {exc}") from None
+
+
+def render_mode_for(model_mode: str, antialiased: bool | None, echo) -> RenderConfig:
+    """The render configuration of a model trained in ``model_mode`` given the command line's
+    ``--antialiased/--classic`` (None: as trained); rendering it otherwise prints a warning."""
+    mode = model_mode if antialiased is None else ("antialiased" if antialiased else "classic")
+    if mode != model_mode:
+        effect = ("only the 2D Mip filter applies, it has no 3D filter" if mode == "antialiased"
+                  else "without the 2D Mip filter, as viewers that do not know it show it")
+        echo(f"Warning: the model was trained {model_mode}; rendering it {mode} as asked ({effect})")
+    return render_config(mode)
 
 
 def gpu_context(device: str, adapter_filter: str | None = None, echo=None, why: str = ""):
@@ -48,20 +65,22 @@ def gpu_context(device: str, adapter_filter: str | None = None, echo=None, why: 
         raise UserError(f"{why}: {exc}" if why else str(exc)) from None
 
 
-def make_renderer(device: str, adapter_filter: str | None = None, echo=None):
+def make_renderer(device: str, adapter_filter: str | None = None, echo=None,
+                  config: RenderConfig = CLASSIC):
     """A function (model, camera, background) -> (H,W,3) image on the chosen path, and its name.
-    The GPU renderer keeps the model resident and re-uploads only when another model is passed."""
+    The GPU renderer keeps the model resident and re-uploads only when another model is passed.
+    Antialiased models come from PLYs with their 3D filter fused in: rendered with a zero filter."""
     from .reference import render as cpu_render
 
     def cpu(model, camera, background):
-        return cpu_render(model, camera, background).image
+        return cpu_render(model, camera, background, config=config).image
 
     ctx = None if device == "cpu" else gpu_context(device, adapter_filter, echo)
     if ctx is None:
         return cpu, "cpu (NumPy reference)"
     from .gpu.renderer import GpuRenderer
 
-    renderer = GpuRenderer(ctx)
+    renderer = GpuRenderer(ctx, config=config)
     uploaded = {"model": None}
 
     def gpu(model, camera, background):
@@ -73,7 +92,8 @@ def make_renderer(device: str, adapter_filter: str | None = None, echo=None):
     return gpu, f"gpu ({ctx.name})"
 
 
-def render(model_path, data, camera_json, out_dir, background, limit, device) -> None:
+def render(model_path, data, camera_json, out_dir, background, limit, device,
+           antialiased: bool | None = None) -> None:
     import click
 
     ground_truth = None
@@ -87,13 +107,15 @@ def render(model_path, data, camera_json, out_dir, background, limit, device) ->
         cameras, ground_truth = load_cameras_json(camera_json), None
     else:
         ground_truth = scene.images
+    mode = "classic"
     if model_path:
-        model = load_model(model_path)
+        model, mode = load_model_and_mode(model_path)
     else:
         model = GaussianModel.from_points(scene.points, scene.colors, sh_degree=0)
+    config = render_mode_for(mode, antialiased, click.echo)
     if limit is not None:
         cameras = cameras[:limit]
-    render_fn, path_name = make_renderer(device, echo=click.echo)
+    render_fn, path_name = make_renderer(device, echo=click.echo, config=config)
     os.makedirs(out_dir, exist_ok=True)
     times = []
     for i, cam in enumerate(cameras):
@@ -104,8 +126,8 @@ def render(model_path, data, camera_json, out_dir, background, limit, device) ->
         save_png(os.path.join(out_dir, f"{name}.png"), image)
         if ground_truth is not None:
             save_png(os.path.join(out_dir, f"{name}_gt.png"), ground_truth[i])
-    click.echo(f"Rendered {len(cameras)} views of {len(model)} Gaussians on {path_name} "
-               f"(median {1000 * float(np.median(times)):.1f} ms/view) into {out_dir}")
+    click.echo(f"Rendered {len(cameras)} views of {len(model)} Gaussians ({config.mode}) on "
+               f"{path_name} (median {1000 * float(np.median(times)):.1f} ms/view) into {out_dir}")
 
 
 def load_training_data(data: str, resolution: int, eval_split: bool, background):
@@ -121,12 +143,14 @@ def load_training_data(data: str, resolution: int, eval_split: bool, background)
         raise UserError(str(exc)) from None
 
 
-def make_step_factory(device: str, adapter_filter: str | None, echo):
-    """Pick the path: returns ``(factory, description)`` where ``factory`` builds a TrainStep."""
+def make_step_factory(device: str, adapter_filter: str | None, echo,
+                      config: RenderConfig = CLASSIC):
+    """Pick the path: returns ``(factory, description)`` where ``factory`` builds a TrainStep
+    rendering in ``config``'s mode."""
     from .step import CpuTrainStep
 
     def cpu_factory(model, optim, background, lambda_dssim, adam):
-        return CpuTrainStep(model, optim, background, lambda_dssim, adam)
+        return CpuTrainStep(model, optim, background, lambda_dssim, adam, render_config=config)
 
     ctx = None if device == "cpu" else gpu_context(device, adapter_filter, echo)
     if ctx is None:
@@ -141,14 +165,15 @@ def make_step_factory(device: str, adapter_filter: str | None, echo):
         return cpu_factory, "cpu (NumPy reference)"
 
     def gpu_factory(model, optim, background, lambda_dssim, adam):
-        return GpuTrainStep(ctx, model, optim, background, lambda_dssim, adam)
+        return GpuTrainStep(ctx, model, optim, background, lambda_dssim, adam, render_config=config)
 
     return gpu_factory, f"gpu ({ctx.name})"
 
 
 def train(data, out_dir, preset, iters, eval_split, resolution, device, adapter_filter, sh_degree,
           densify_from, densify_until, densify_every, densify_grad_threshold, opacity_reset_every,
-          prune_screen_size, white_background, seed, resume, eval_at, preview=False) -> None:
+          prune_screen_size, white_background, seed, resume, eval_at, preview=False,
+          antialiased=False) -> None:
     import click
 
     from .config import preset as make_preset
@@ -174,6 +199,7 @@ def train(data, out_dir, preset, iters, eval_split, resolution, device, adapter_
             setattr(cfg.densify, name, value)
     cfg.seed = seed
     cfg.background = (1.0, 1.0, 1.0) if white_background else (0.0, 0.0, 0.0)
+    cfg.render_mode = "antialiased" if antialiased else "classic"
 
     dataset = load_training_data(data, resolution, eval_split, cfg.background)
     for note in dataset.notes:
@@ -181,9 +207,10 @@ def train(data, out_dir, preset, iters, eval_split, resolution, device, adapter_
     if out_dir is None:
         name = "default" if data == "default" else os.path.basename(os.path.normpath(data)) or "scene"
         out_dir = os.path.join("runs", name)
-    factory, path_name = make_step_factory(device, adapter_filter, click.echo)
+    factory, path_name = make_step_factory(device, adapter_filter, click.echo,
+                                           render_config(cfg.render_mode))
     click.echo(f"Training {len(dataset.train_indices)} views ({len(dataset.test_indices)} held out) "
-               f"for {cfg.iters} steps on {path_name} -> {out_dir}")
+               f"for {cfg.iters} steps ({cfg.render_mode}) on {path_name} -> {out_dir}")
     run_info = dict(data=data if data == "default" else os.path.abspath(data), resolution=resolution,
                     eval_split=eval_split, device=path_name)
     trainer = Trainer(dataset, cfg, out_dir, factory, log=click.echo, run_info=run_info)
@@ -256,7 +283,8 @@ class _preview_hook:
             self.preview.close()
 
 
-def view(model_path, data, resolution, size, background, screenshot, frames, adapter_filter) -> None:
+def view(model_path, data, resolution, size, background, screenshot, frames, adapter_filter,
+         antialiased: bool | None = None) -> None:
     import click
 
     from .gpu.renderer import GpuRenderer
@@ -268,12 +296,13 @@ def view(model_path, data, resolution, size, background, screenshot, frames, ada
         assert w > 0 and h > 0
     except (ValueError, AssertionError):
         raise UserError(f"--size takes WIDTHxHEIGHT, got {size!r}") from None
-    model = load_model(model_path)
+    model, mode = load_model_and_mode(model_path)
+    config = render_mode_for(mode, antialiased, click.echo)
     cameras = []
     if data:
         cameras = list(load_training_data(data, resolution, False, background).cameras)
     ctx = gpu_context("gpu", adapter_filter, click.echo, "the viewer renders on the GPU")
-    renderer = GpuRenderer(ctx)
+    renderer = GpuRenderer(ctx, config=config)
     renderer.upload_model(model)
     if cameras:
         center = np.median(model.means, axis=0) if len(model) else np.zeros(3)
@@ -305,8 +334,25 @@ def latest_ply(out_dir: str) -> tuple[int, str]:
     return max(found)
 
 
-def evaluate(out_dir: str, data: str | None, iteration: int | None, device: str) -> None:
-    """Re-evaluate a finished run on its held-out views (same data, resolution and split)."""
+def parse_scales(text: str | None) -> list[float]:
+    """``--scales 1,0.5,0.25`` -> [1.0, 0.5, 0.25] (positive numbers); None -> [1.0]."""
+    if text is None:
+        return [1.0]
+    try:
+        scales = [float(v) for v in text.split(",") if v.strip()]
+    except ValueError:
+        scales = []
+    if not scales or not all(np.isfinite(s) and s > 0 for s in scales):
+        raise UserError(f"--scales takes comma-separated positive numbers, got {text!r}")
+    return scales
+
+
+def evaluate(out_dir: str, data: str | None, iteration: int | None, device: str,
+             scales: str | None = None, antialiased: bool | None = None) -> None:
+    """Re-evaluate a finished run on its held-out views (same data, resolution and split); with
+    ``scales``, also at other resolutions: scale s renders the cameras at s times the training
+    resolution against ground truth area-downscaled from the source images (Mip-Splatting's
+    multi-scale protocol; s > 1 needs sources larger than the training images)."""
     import click
 
     from .atomic_io import write_json
@@ -321,25 +367,39 @@ def evaluate(out_dir: str, data: str | None, iteration: int | None, device: str)
     data = data or run.get("data")
     if data is None:
         raise UserError("cfg.json does not record the data path: pass --data")
+    scale_list = parse_scales(scales)
     if iteration is None:
         iteration, ply_path = latest_ply(out_dir)
     else:
         ply_path = os.path.join(out_dir, "point_cloud", f"iteration_{iteration}", "point_cloud.ply")
-    model = load_model(ply_path)
+    model, mode = load_model_and_mode(ply_path)
+    config = render_mode_for(mode, antialiased, click.echo)
     background = tuple(cfg.get("background", (0.0, 0.0, 0.0)))
-    dataset = load_training_data(data, run.get("resolution", 1), run.get("eval_split", True), background)
-    render_fn, path_name = make_renderer(device, echo=click.echo)
-    result = evaluate_views(dataset, lambda cam: render_fn(model, cam, background), out_dir, iteration,
-                            lpips=Lpips())
-    result["num_gaussians"] = len(model)
+    train_resolution = float(run.get("resolution", 1))
+    render_fn, path_name = make_renderer(device, echo=click.echo, config=config)
+    lpips = Lpips()
     metrics_path = os.path.join(out_dir, "metrics.json")
     metrics = {}
     if os.path.isfile(metrics_path):
         with open(metrics_path) as f:
             metrics = json.load(f)
-    metrics[f"eval_iteration_{iteration}"] = result
-    write_json(metrics_path, metrics)
-    click.echo(result["line"] + f" ({path_name}; written to {metrics_path})")
+    for scale in scale_list:
+        resolution = train_resolution / scale
+        if resolution < 1.0:
+            raise UserError(f"scale {scale:g} needs images {scale:g}x the training resolution "
+                            f"(-r {train_resolution:g}), larger than the source images")
+        dataset = load_training_data(data, resolution, run.get("eval_split", True), background)
+        folder = out_dir if scale == 1.0 else os.path.join(out_dir, f"scale_{scale:g}")
+        result = evaluate_views(dataset, lambda cam: render_fn(model, cam, background), folder,
+                                iteration, lpips=lpips)
+        result.update(num_gaussians=len(model), render_mode=config.mode, scale=scale,
+                      resolution=resolution)
+        key = f"eval_iteration_{iteration}" + ("" if scale == 1.0 else f"_scale_{scale:g}")
+        metrics[key] = result
+        write_json(metrics_path, metrics)
+        cam = dataset.cameras[(dataset.test_indices or dataset.train_indices)[0]]
+        click.echo(f"scale {scale:g} ({cam.width}x{cam.height}, {config.mode}): " + result["line"]
+                   + f" ({path_name}; written to {metrics_path})")
 
 
 def devices() -> None:

@@ -13,11 +13,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .projection import TILE_SIZE, Projection
-
-ALPHA_MIN = 1.0 / 255.0
-ALPHA_MAX = 0.99
-T_MIN = 1e-4
+from .projection import Projection
 
 
 @dataclass
@@ -27,7 +23,7 @@ class TileStructure:
     pixel_x: np.ndarray     # (P,) pixel column indices of this tile inside the image
     pixel_y: np.ndarray     # (P,)
     composited: np.ndarray  # (P, n) bool: pair took part in compositing
-    clamped: np.ndarray     # (P, n) bool: alpha was clamped to ALPHA_MAX
+    clamped: np.ndarray     # (P, n) bool: alpha was clamped to alpha_max
 
 
 @dataclass
@@ -72,8 +68,9 @@ def bin_and_sort(proj: Projection) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
 
 def _tile_pixels(tile_id: int, proj: Projection):
     ty, tx = divmod(tile_id, proj.tiles_x)
-    xs = np.arange(tx * TILE_SIZE, min((tx + 1) * TILE_SIZE, proj.width))
-    ys = np.arange(ty * TILE_SIZE, min((ty + 1) * TILE_SIZE, proj.height))
+    size = proj.config.tile_size
+    xs = np.arange(tx * size, min((tx + 1) * size, proj.width))
+    ys = np.arange(ty * size, min((ty + 1) * size, proj.height))
     px, py = np.meshgrid(xs, ys)
     return px.ravel(), py.ravel()
 
@@ -102,6 +99,7 @@ def rasterize(proj: Projection, background, structure: RasterStructure | None = 
     pass are reused (for finite differences); otherwise they follow the design's thresholds."""
     h, w = proj.height, proj.width
     dtype = proj.means2d.dtype
+    cfg = proj.config
     bg = np.asarray(background, dtype=dtype).reshape(3)
     image = np.empty((h, w, 3), dtype=dtype)
     image[:] = bg
@@ -124,17 +122,17 @@ def rasterize(proj: Projection, background, structure: RasterStructure | None = 
             ids, px, py = entry.ids, entry.pixel_x, entry.pixel_y
         _, _, power, _, alpha_raw = _tile_alpha(proj, ids, px, py)
         if tiles is None:
-            clamped = alpha_raw > ALPHA_MAX
-            alpha = np.minimum(alpha_raw, ALPHA_MAX)
-            candidate = (power <= 0.0) & (alpha >= ALPHA_MIN)
+            clamped = alpha_raw > cfg.alpha_max
+            alpha = np.minimum(alpha_raw, cfg.alpha_max)
+            candidate = (power <= 0.0) & (alpha >= cfg.alpha_min)
             t_after = np.cumprod(1.0 - np.where(candidate, alpha, 0.0), axis=1)
-            # A pixel stops at the first Gaussian that would push T below T_MIN (not composited);
+            # A pixel stops at the first Gaussian that would push T below t_min (not composited);
             # T is non-increasing, so the composited set is a prefix of the candidates.
-            composited = candidate & (t_after >= T_MIN)
+            composited = candidate & (t_after >= cfg.t_min)
             new_tiles.append(TileStructure(entry, ids, px, py, composited, clamped))
         else:
             composited, clamped = entry.composited, entry.clamped
-        alpha = np.where(composited, np.where(clamped, ALPHA_MAX, alpha_raw), 0.0)
+        alpha = np.where(composited, np.where(clamped, cfg.alpha_max, alpha_raw), 0.0)
         t_before, t_final = _composite_weights(alpha)
         weight = alpha * t_before
         image[py, px] = weight @ proj.colors[ids] + t_final[:, None] * bg
@@ -169,7 +167,7 @@ def rasterize_backward(proj: Projection, result: RasterResult, dL_dimage: np.nda
         ids, px, py = tile.ids, tile.pixel_x, tile.pixel_y
         dx, dy, _, gauss, alpha_raw = _tile_alpha(proj, ids, px, py)
         comp, clamped = tile.composited, tile.clamped
-        alpha = np.where(comp, np.where(clamped, ALPHA_MAX, alpha_raw), 0.0)
+        alpha = np.where(comp, np.where(clamped, proj.config.alpha_max, alpha_raw), 0.0)
         t_before, t_final = _composite_weights(alpha)
         g_pix = dL_dimage[py, px]                      # (P,3)
         colors = proj.colors[ids]                      # (n,3)

@@ -8,6 +8,7 @@ import numpy as np
 
 from ..camera import Camera
 from ..model import GaussianModel
+from ..render_config import CLASSIC, RenderConfig
 from .projection import Projection, project, project_backward
 from .raster import RasterResult, RasterStructure, ScreenGrads, rasterize, rasterize_backward
 
@@ -35,8 +36,11 @@ class Gradients:
 
 
 def render(model: GaussianModel, camera: Camera, background=(0.0, 0.0, 0.0), *,
-           active_sh_degree: int | None = None, structure: RasterStructure | None = None) -> RenderOutput:
-    proj = project(model, camera, active_sh_degree)
+           active_sh_degree: int | None = None, structure: RasterStructure | None = None,
+           config: RenderConfig = CLASSIC, filter_3d: np.ndarray | None = None) -> RenderOutput:
+    """Render ``camera``; ``config`` picks the mode, ``filter_3d`` (N,) is the antialiased mode's
+    3D filter (see :func:`~wgsl_splat.reference.filter3d.compute_filter_3d`)."""
+    proj = project(model, camera, active_sh_degree, config, filter_3d)
     raster = rasterize(proj, background, structure)
     return RenderOutput(raster.image, proj, raster)
 
