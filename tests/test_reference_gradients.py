@@ -64,6 +64,22 @@ def test_gradients_match_finite_differences(trial):
     fd_check(model, cam, rng, seed)
 
 
+@pytest.mark.parametrize("filter_scale", [0.0, 1.0, 20.0])
+def test_antialiased_gradients_match_finite_differences(filter_scale):
+    """The antialiased mode: the 2D Mip filter alone (no 3D filter), with the 3D filter of a few
+    training views, and with one much larger than the Gaussians (compensation far from 1)."""
+    from wgsl_splat.random_scene import filter_cameras
+    from wgsl_splat.reference import compute_filter_3d
+    from wgsl_splat.render_config import ANTIALIASED
+
+    seed = int(np.random.SeedSequence().entropy % 2**32)
+    rng = np.random.default_rng(seed)
+    model, cam = random_scene(rng, n=64, width=70, height=50)
+    f = compute_filter_3d(model.means, filter_cameras(cam)) * filter_scale
+    fd_check(model, cam, rng, seed, config=ANTIALIASED, filter_3d=f if filter_scale else None,
+             entries_per_group=16)
+
+
 @pytest.mark.parametrize("sh_degree", [0, 1, 2])
 def test_gradients_lower_sh_degrees(sh_degree):
     seed = int(np.random.SeedSequence().entropy % 2**32)

@@ -191,10 +191,11 @@ class BufferPool:
         error, so a shader and its host code cannot silently disagree on a binding.
         """
         slots = module.binding_slots(group)
-        unknown, missing = sorted(set(entries) - set(slots)), sorted(set(slots) - set(entries))
+        unknown = sorted(map(str, set(entries) - set(slots)))
+        missing = sorted(set(slots) - set(entries))
         if unknown or missing:
             raise KeyError(f"shaders/{module.source.name}.wgsl group {group}: "
-                           + "; ".join(f"{what} {', '.join(v)}" for what, v in
+                           + "; ".join(f"{what} {', '.join(map(str, v))}" for what, v in
                                        (("no binding named", unknown), ("unbound", missing)) if v))
         norm = []
         for var, spec in entries.items():
