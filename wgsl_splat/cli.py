@@ -152,14 +152,18 @@ def eval_cmd(out_dir, data, iteration, scales, antialiased, device):
 @click.option("--tolerance", type=click.FloatRange(min=0), default=1e-3, show_default=True,
               help="Largest relative error ‖g_gpu − g_cpu‖/‖g_cpu‖ that passes.")
 @click.option("--adapter", "adapter_filter", default=None, help="Use the first GPU adapter whose name contains this.")
-def gradcheck(gaussians, width, height, seed, sh_degree, variants, tolerance, adapter_filter):
+@click.option("--antialiased", is_flag=True,
+              help="Check the antialiased mode (2D Mip filter and the 3D filter of a few views).")
+def gradcheck(gaussians, width, height, seed, sh_degree, variants, tolerance, adapter_filter,
+              antialiased):
     """Compare one step's gradients on the GPU with the NumPy reference (float64) on a random scene.
 
     Prints the relative error per parameter group; exits with status 1 if any exceeds --tolerance.
     """
     from . import commands
 
-    commands.gradcheck(gaussians, width, height, seed, sh_degree, variants, tolerance, adapter_filter)
+    commands.gradcheck(gaussians, width, height, seed, sh_degree, variants, tolerance, adapter_filter,
+                       antialiased)
 
 
 @main.command()
@@ -176,13 +180,17 @@ def gradcheck(gaussians, width, height, seed, sh_degree, variants, tolerance, ad
 @click.option("--json", "json_path", type=click.Path(dir_okay=False), default=None, help="Also write the results as JSON.")
 @click.option("--no-stages", is_flag=True, help="Skip the per-stage breakdown (timestamp queries).")
 @click.option("--adapter", "adapter_filter", default=None, help="Use the first GPU adapter whose name contains this.")
-def bench(presets, gaussians, width, height, device, steps, warmup, json_path, no_stages, adapter_filter):
+@click.option("--modes", default="classic", show_default=True,
+              help="Comma-separated render modes to time, each configuration in each mode one after "
+                   "the other: classic, antialiased (e.g. classic,antialiased for the mode's cost).")
+def bench(presets, gaussians, width, height, device, steps, warmup, json_path, no_stages, adapter_filter,
+          modes):
     """Time the training step and the forward render: median and spread, per-stage device time,
     host overhead, peak device memory, and the GPU/NumPy ratio."""
     from . import commands
 
     commands.bench(presets, gaussians, width, height, device, steps, warmup, json_path, no_stages,
-                   adapter_filter)
+                   adapter_filter, modes)
 
 
 @main.command()

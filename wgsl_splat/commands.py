@@ -416,26 +416,32 @@ def devices() -> None:
         click.echo(f"[{i}] {adapter_summary(adapter)}")
 
 
-def gradcheck(n, width, height, seed, sh_degree, variants, tolerance, adapter_filter) -> None:
+def gradcheck(n, width, height, seed, sh_degree, variants, tolerance, adapter_filter,
+              antialiased=False) -> None:
     import click
 
     from .gpu.step import GpuTrainStep
     from .gradcheck import compare, format_table, make_problem
     from .optim import OptimConfig
+    from .random_scene import filter_cameras
 
     ctx = gpu_context("gpu", adapter_filter, click.echo, "gradcheck needs a GPU adapter")
     if seed is None:
         seed = int(np.random.SeedSequence().entropy % (1 << 32))
-    model, cam, target = make_problem(seed, n, width, height, sh_degree)
+    config = render_config("antialiased" if antialiased else "classic")
+    model, cam, target = make_problem(seed, n, width, height, sh_degree, config=config)
     click.echo(f"Random scene: seed {seed}, {n} Gaussians (edge cases included), SH degree "
-               f"{sh_degree}, {width}x{height}")
+               f"{sh_degree}, {width}x{height}, {config.mode}")
     combos = [(None, None)]
     if variants == "all":
         combos = [(fa, sg) for fa in (True, False) for sg in (True, False)
                   if (ctx.has_float_atomics or not fa) and (ctx.has_subgroups or not sg)]
     failed = False
     for fa, sg in combos:
-        step = GpuTrainStep(ctx, model, OptimConfig(), float_atomics=fa, subgroups=sg)
+        step = GpuTrainStep(ctx, model, OptimConfig(), float_atomics=fa, subgroups=sg,
+                            render_config=config)
+        step.set_filter_cameras(filter_cameras(cam))
+        step.update_filter_3d()
         errors = compare(step, model, cam, target, tolerance=tolerance)
         click.echo(f"\nGPU ({step.backward.variant}) vs NumPy reference (float64):")
         click.echo(format_table(errors))
@@ -445,8 +451,17 @@ def gradcheck(n, width, height, seed, sh_degree, variants, tolerance, adapter_fi
         raise SystemExit(1)
 
 
-def bench(presets, n, width, height, device, steps, warmup, json_path, no_stages, adapter_filter) -> None:
+def bench(presets, n, width, height, device, steps, warmup, json_path, no_stages, adapter_filter,
+          modes: str = "classic") -> None:
     import click
+
+    from .render_config import RENDER_MODES
+
+    mode_list = [m.strip() for m in modes.split(",") if m.strip()]
+    bad = [m for m in mode_list if m not in RENDER_MODES]
+    if bad or not mode_list:
+        raise UserError(f"unknown render mode(s) {', '.join(bad) or repr(modes)}; choose from "
+                        f"{', '.join(RENDER_MODES)}")
 
     from .atomic_io import write_json
     from .bench import PRESETS, SEED_PRESETS, Config, format_report, run_bench
@@ -473,7 +488,8 @@ def bench(presets, n, width, height, device, steps, warmup, json_path, no_stages
             if device == "gpu":
                 raise UserError(str(exc)) from None
             click.echo(f"Warning: {exc}; timing the NumPy path only")
-    report = run_bench(configs, devices, steps, warmup, ctx, stages=not no_stages, echo=click.echo)
+    report = run_bench(configs, devices, steps, warmup, ctx, stages=not no_stages, echo=click.echo,
+                       modes=tuple(mode_list))
     click.echo(format_report(report))
     if json_path:
         write_json(json_path, report)
