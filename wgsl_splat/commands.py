@@ -310,7 +310,8 @@ def view(model_path, data, resolution, size, background, screenshot, frames, ada
     else:
         orbit = OrbitCamera.for_points(model.means)
     try:
-        viewer = Viewer(ctx, renderer, orbit, size=(w, h), title=f"wgsl_splat — {os.path.basename(model_path)}",
+        viewer = Viewer(ctx, renderer, orbit, size=(w, h),
+                        title=f"wgsl_splat — {os.path.basename(model_path)} ({config.mode})",
                         cameras=cameras, background=background)
     except ViewerError as exc:
         raise UserError(str(exc)) from None
