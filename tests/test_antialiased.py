@@ -318,6 +318,24 @@ def test_gradients_2d_filter_alone_match_reference(gpu_ctx):
     assert_all_ok(compare(step, model, cam, target), f"seed {seed}")
 
 
+def test_no_readback_or_allocation_inside_steps_or_filter_updates(gpu_ctx):
+    model, cam, target = make_problem(fresh_seed(), 200, 64, 48, config=ANTIALIASED)
+    step = _aa_step(gpu_ctx, model, cam)
+    for _ in range(3):   # warm-up: capacity check after upload, target upload, pipelines
+        step.step(cam, target, view_id=0)
+    step.update_filter_3d()
+    step.take_losses()
+    before = dict(step.counters)
+    for i in range(20):
+        step.step(cam, target, view_id=0)
+        if i % 5 == 0:
+            step.update_filter_3d()
+    after = dict(step.counters)
+    for key in ("readbacks", "buffers_created", "bind_groups_created", "bytes_allocated"):
+        assert after[key] == before[key], f"{key}: {before[key]} -> {after[key]}"
+    assert np.all(np.isfinite(step.take_losses()))
+
+
 # -- the classic mode, bit for bit ------------------------------------------------------------------
 
 # sha256 prefixes of the classic mode's outputs on this scene, computed on lavapipe with the code

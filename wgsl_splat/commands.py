@@ -393,13 +393,13 @@ def evaluate(out_dir: str, data: str | None, iteration: int | None, device: str,
         folder = out_dir if scale == 1.0 else os.path.join(out_dir, f"scale_{scale:g}")
         result = evaluate_views(dataset, lambda cam: render_fn(model, cam, background), folder,
                                 iteration, lpips=lpips)
+        cam = dataset.cameras[(dataset.test_indices or dataset.train_indices)[0]]
         result.update(num_gaussians=len(model), render_mode=config.mode, scale=scale,
-                      resolution=resolution)
+                      resolution=resolution, size=f"{cam.width}x{cam.height}")
         key = f"eval_iteration_{iteration}" + ("" if scale == 1.0 else f"_scale_{scale:g}")
         metrics[key] = result
         write_json(metrics_path, metrics)
-        cam = dataset.cameras[(dataset.test_indices or dataset.train_indices)[0]]
-        click.echo(f"scale {scale:g} ({cam.width}x{cam.height}, {config.mode}): " + result["line"]
+        click.echo(f"scale {scale:g} ({result['size']}, {config.mode}): " + result["line"]
                    + f" ({path_name}; written to {metrics_path})")
 
 
