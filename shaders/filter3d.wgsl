@@ -1,13 +1,13 @@
 // Mip-Splatting's 3D smoothing filter of every Gaussian from the training cameras (antialiased
 // mode). Math and conventions: wgsl_splat/reference/filter3d.py (compute_filter_3d). One thread per
-// Gaussian, two dispatches:
+// Gaussian, two dispatches of filter3d_pass:
 //
-//   filter3d_rates  : ν = max over the cameras that see the mean (z > FILTER_3D_NEAR, inside the
+//   FINISH = false  : ν = max over the cameras that see the mean (z > FILTER_3D_NEAR, inside the
 //                     image widened by FILTER_3D_MARGIN) of max(fx, fy) / z, written to filter3d[i]
 //                     (0: no camera sees it); the smallest ν > 0 goes to nu_min[0] (atomicMin on
 //                     the float bits, which order like the floats for positive values; the host
 //                     writes +inf there first)
-//   filter3d_finish : filter3d[i] = FILTER_3D_SCALE / ν, with ν = nu_min[0] where no camera sees
+//   FINISH = true   : filter3d[i] = FILTER_3D_SCALE / ν, with ν = nu_min[0] where no camera sees
 //                     the mean (the largest filter of the others; 0 if nobody is seen at all)
 //
 // The means are the first 3N floats of the parameter buffer, where the training step keeps them.
@@ -33,12 +33,21 @@ struct FilterCamera {
 @group(0) @binding(3) var<storage, read_write> filter3d: array<f32>;
 @group(0) @binding(4) var<storage, read_write> nu_min: array<atomic<u32>>;
 
+// The pass: false = rates, true = finish (one entry point, two pipelines).
+override FINISH: bool = false;
+
 @compute @workgroup_size(256)
-fn filter3d_rates(@builtin(local_invocation_index) lid: u32,
-                  @builtin(workgroup_id) wid: vec3<u32>,
-                  @builtin(num_workgroups) nwg: vec3<u32>) {
+fn filter3d_pass(@builtin(local_invocation_index) lid: u32,
+                 @builtin(workgroup_id) wid: vec3<u32>,
+                 @builtin(num_workgroups) nwg: vec3<u32>) {
     let i = linear_workgroup(wid, nwg) * BLOCK_SIZE + lid;
     if (i >= fp.sizes.x) {
+        return;
+    }
+    if (FINISH) {
+        let nu = filter3d[i];
+        let lowest = bitcast<f32>(atomicLoad(&nu_min[0]));   // +inf when no mean is seen: filter 0
+        filter3d[i] = FILTER_3D_SCALE / select(lowest, nu, nu > 0.0);
         return;
     }
     let mean = vec3<f32>(params[3u * i], params[3u * i + 1u], params[3u * i + 2u]);
@@ -58,17 +67,4 @@ fn filter3d_rates(@builtin(local_invocation_index) lid: u32,
     if (nu > 0.0) {
         atomicMin(&nu_min[0], bitcast<u32>(nu));
     }
-}
-
-@compute @workgroup_size(256)
-fn filter3d_finish(@builtin(local_invocation_index) lid: u32,
-                   @builtin(workgroup_id) wid: vec3<u32>,
-                   @builtin(num_workgroups) nwg: vec3<u32>) {
-    let i = linear_workgroup(wid, nwg) * BLOCK_SIZE + lid;
-    if (i >= fp.sizes.x) {
-        return;
-    }
-    let nu = filter3d[i];
-    let lowest = bitcast<f32>(atomicLoad(&nu_min[0]));   // +inf when no mean is seen: filter 0
-    filter3d[i] = FILTER_3D_SCALE / select(lowest, nu, nu > 0.0);
 }

@@ -57,8 +57,8 @@ class Filter3D:
             enc = self.ctx.device.create_command_encoder(label="filter3d")
             cpass = enc.begin_compute_pass(label="filter3d")
             cpass.set_bind_group(0, bg)
-            for entry in ("filter3d_rates", "filter3d_finish"):
-                cpass.set_pipeline(self.module.pipeline(entry))
+            for finish in (False, True):
+                cpass.set_pipeline(self.module.pipeline("filter3d_pass", {"FINISH": int(finish)}))
                 cpass.dispatch_workgroups(*groups)
             cpass.end()
             self.ctx.queue.submit([enc.finish()])
