@@ -444,6 +444,30 @@ def test_cpu_training_keeps_the_filter_current_and_resumes_exactly(tmp_path):
         assert np.array_equal(a, resumed.step.get_model().arrays()[name]), name
 
 
+def test_gpu_training_run(tmp_path, gpu_ctx):
+    """The trainer on the device path: the 3D filter follows densification (on the device), the PLY
+    carries the mode and renders like the trained model, losses stay finite."""
+    cfg = tiny_config()
+    cfg.render_mode = "antialiased"
+    runs = []
+
+    def factory(model, optim, background, lam, adam):
+        step = GpuTrainStep(gpu_ctx, model, optim, background, lam, adam, render_config=ANTIALIASED)
+        runs.append(step)
+        return step
+
+    trainer, summary, _ = run(tmp_path, cfg, factory=factory)
+    step = runs[0]
+    assert step.filter.runs == 1 + 3        # setup and the densifications at 8, 12, 16
+    assert len(step.filter_3d()) == summary["num_gaussians"] and step.filter_3d().min() > 0
+    model, mode = load_ply_with_mode(tmp_path / "point_cloud" / "iteration_24" / "point_cloud.ply")
+    assert mode == "antialiased" and all(np.all(np.isfinite(a)) for a in model.arrays().values())
+    cam = trainer.dataset.cameras[trainer.dataset.test_indices[0]]
+    r = GpuRenderer(gpu_ctx, config=ANTIALIASED)
+    r.upload_model(model)
+    assert np.abs(r.render(cam, step.background) - step.render(cam)).max() < 1e-3
+
+
 def test_gpu_training_step_renders_and_trains_like_the_reference(gpu_ctx):
     """A few antialiased steps on the device and in NumPy from the same state stay together."""
     seed = fresh_seed()
