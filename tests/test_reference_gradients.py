@@ -27,7 +27,7 @@ def weighted_loss(model, cam, weight, structure, background, sh_degree=None, con
 
 
 def fd_check(model, cam, rng, seed, background=(0.2, 0.5, 0.9), entries_per_group=24, sh_degree=None,
-             config=CLASSIC, filter_3d=None):
+             config=CLASSIC, filter_3d=None, eps=EPS):
     """Central differences of every parameter group vs the analytic backward pass (``filter_3d`` is
     a constant of the antialiased mode: not differentiated, as in training)."""
     render_args = dict(config=config, filter_3d=filter_3d)
@@ -46,10 +46,10 @@ def fd_check(model, cam, rng, seed, background=(0.2, 0.5, 0.9), entries_per_grou
             vals = []
             for sign in (1.0, -1.0):
                 m = model.copy()
-                getattr(m, group).reshape(-1)[idx] += sign * EPS
+                getattr(m, group).reshape(-1)[idx] += sign * eps
                 vals.append(weighted_loss(m, cam, weight, structure, background, sh_degree,
                                           **render_args))
-            fd[j] = (vals[0] - vals[1]) / (2 * EPS)
+            fd[j] = (vals[0] - vals[1]) / (2 * eps)
         an = flat_g[picked]
         rel = np.linalg.norm(fd - an) / np.linalg.norm(an)
         assert rel <= REL_TOL, (f"seed {seed}: {group} relative error {rel:.2e} > {REL_TOL:.0e}\n"
@@ -76,8 +76,12 @@ def test_antialiased_gradients_match_finite_differences(filter_scale):
     rng = np.random.default_rng(seed)
     model, cam = random_scene(rng, n=64, width=70, height=50)
     f = compute_filter_3d(model.means, filter_cameras(cam)) * filter_scale
+    # A filter 20x the training views' makes every Gaussian a near-isotropic blob whose rotation
+    # barely moves the image: with a 1e-6 step, central differences of those small gradient entries
+    # are float64 round-off (seed 32: quats 1.3e-5, an error that grows as the step shrinks); a 1e-5
+    # step passed 40 seeds, and on the largest entries its truncation error is 2e-9.
     fd_check(model, cam, rng, seed, config=ANTIALIASED, filter_3d=f if filter_scale else None,
-             entries_per_group=16)
+             entries_per_group=16, eps=1e-5)
 
 
 @pytest.mark.parametrize("sh_degree", [0, 1, 2])
