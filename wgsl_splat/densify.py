@@ -13,7 +13,7 @@ import numpy as np
 from .config import DensifyConfig
 from .model import GaussianModel, inverse_sigmoid
 from .optim import AdamState
-from .reference.projection import quat_to_rotmat
+from .reference.projection import filter_3d_scales, quat_to_rotmat
 from .step import DensifyStats
 
 
@@ -113,8 +113,16 @@ def densify_and_prune(model: GaussianModel, adam: AdamState, stats: DensifyStats
     return out, new_adam, DensifyStats.zeros(len(out)), report
 
 
-def reset_opacity(model: GaussianModel, adam: AdamState, value: float) -> None:
-    """opacity ← min(opacity, value), and zero its Adam moments (3DGS ``reset_opacity``)."""
-    capped = np.minimum(model.opacities.astype(np.float64), value)
+def reset_opacity(model: GaussianModel, adam: AdamState, value: float,
+                  filter_3d: np.ndarray | None = None) -> None:
+    """opacity ← min(opacity, value), and zero its Adam moments (3DGS ``reset_opacity``).
+
+    With the antialiased mode's ``filter_3d`` the cap applies to the opacity as rendered, σ·c3
+    (Mip-Splatting's ``reset_opacity``): σ ← min(σ·c3, value) / c3."""
+    opacity = model.opacities.astype(np.float64)
+    comp3 = 1.0
+    if filter_3d is not None:
+        _, comp3 = filter_3d_scales(np.exp(model.log_scales.astype(np.float64)), filter_3d)
+    capped = np.minimum(opacity * comp3, value) / comp3
     model.opacity_logits[:] = inverse_sigmoid(capped).astype(model.dtype)
     adam.reset_group("opacity_logits")

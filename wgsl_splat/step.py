@@ -16,6 +16,7 @@ import numpy as np
 from .camera import Camera
 from .model import GaussianModel
 from .optim import AdamState, OptimConfig, adam_step
+from .render_config import CLASSIC, RenderConfig
 
 DEFAULT_LAMBDA_DSSIM = 0.2
 
@@ -54,13 +55,31 @@ class StepResult:
 
 
 class TrainStep(ABC):
-    """Owns the parameters, the Adam state and the densification statistics of one path."""
+    """Owns the parameters, the Adam state and the densification statistics of one path.
+
+    ``render_config`` picks the render mode; in the antialiased mode the step also owns the 3D
+    filter of every Gaussian (:meth:`set_filter_cameras`, :meth:`update_filter_3d`), which is not
+    optimised: it is recomputed from the training cameras when the trainer says so."""
 
     def __init__(self, config: OptimConfig, background=(0.0, 0.0, 0.0),
-                 lambda_dssim: float = DEFAULT_LAMBDA_DSSIM):
+                 lambda_dssim: float = DEFAULT_LAMBDA_DSSIM,
+                 render_config: RenderConfig | None = None):
         self.config = config
         self.background = np.asarray(background, dtype=np.float32).reshape(3)
         self.lambda_dssim = lambda_dssim
+        self.render_config = render_config or CLASSIC
+        self.filter_cameras: list[Camera] = []
+
+    def set_filter_cameras(self, cameras: list[Camera]) -> None:
+        """The cameras whose sampling rates bound the 3D filter (the training views)."""
+        self.filter_cameras = list(cameras)
+
+    def update_filter_3d(self) -> None:
+        """Recompute the 3D filter from the current means (antialiased mode; else nothing)."""
+
+    def filter_3d(self) -> np.ndarray | None:
+        """The 3D filter on the host, (N,) float32 (None in the classic mode)."""
+        return None
 
     @abstractmethod
     def step(self, camera: Camera, target: np.ndarray, active_sh_degree: int | None = None,
@@ -112,11 +131,13 @@ class CpuTrainStep(TrainStep):
     """The NumPy reference path (float32 parameters, the reference math)."""
 
     def __init__(self, model: GaussianModel, config: OptimConfig, background=(0.0, 0.0, 0.0),
-                 lambda_dssim: float = DEFAULT_LAMBDA_DSSIM, adam: AdamState | None = None):
-        super().__init__(config, background, lambda_dssim)
+                 lambda_dssim: float = DEFAULT_LAMBDA_DSSIM, adam: AdamState | None = None,
+                 render_config: RenderConfig | None = None):
+        super().__init__(config, background, lambda_dssim, render_config)
         self.model = model.astype(np.float32)
         self.adam = adam if adam is not None else AdamState.zeros_for(self.model)
         self.stats = DensifyStats.zeros(len(self.model))
+        self._filter: np.ndarray | None = None   # antialiased: (N,) float32, None = zeros
         self.last = StepResult(float("nan"))
         self._losses: list[float] = []
 
@@ -124,7 +145,8 @@ class CpuTrainStep(TrainStep):
         from .reference import render, render_backward
         from .reference.loss import loss_and_grad
 
-        out = render(self.model, camera, self.background, active_sh_degree=active_sh_degree)
+        out = render(self.model, camera, self.background, active_sh_degree=active_sh_degree,
+                     config=self.render_config, filter_3d=self._filter)
         loss, dL_dimage, parts = loss_and_grad(out.image, np.asarray(target, np.float32), self.lambda_dssim)
         grads = render_backward(self.model, camera, out, dL_dimage)
         vis = grads.visible
@@ -155,9 +177,25 @@ class CpuTrainStep(TrainStep):
     def set_state(self, model, adam, stats) -> None:
         if not (len(model) == len(adam) == len(stats.denom)):
             raise ValueError(f"sizes differ: model {len(model)}, adam {len(adam)}, stats {len(stats.denom)}")
+        if self._filter is not None and len(self._filter) != len(model):
+            self._filter = None   # a new set: zeros until update_filter_3d
         self.model, self.adam, self.stats = model.astype(np.float32), adam, stats
 
     def render(self, camera, active_sh_degree=None) -> np.ndarray:
         from .reference import render_image
 
-        return render_image(self.model, camera, self.background, active_sh_degree=active_sh_degree)
+        return render_image(self.model, camera, self.background, active_sh_degree=active_sh_degree,
+                            config=self.render_config, filter_3d=self._filter)
+
+    def update_filter_3d(self) -> None:
+        if self.render_config.antialiased:
+            from .reference import compute_filter_3d
+
+            self._filter = compute_filter_3d(self.model.means, self.filter_cameras,
+                                             self.render_config).astype(np.float32)
+
+    def filter_3d(self) -> np.ndarray | None:
+        if not self.render_config.antialiased:
+            return None
+        return (np.zeros(len(self.model), np.float32) if self._filter is None
+                else self._filter.copy())

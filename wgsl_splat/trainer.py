@@ -174,6 +174,12 @@ def scene_extent(dataset) -> float:
     return extent
 
 
+def filter_3d_refresh_due(it: int, cfg: TrainConfig) -> bool:
+    """Antialiased mode: besides after every densification round, Mip-Splatting recomputes the 3D
+    filter every 100 steps once densification has stopped, except in the last 100 steps."""
+    return it % 100 == 0 and cfg.densify.stop < it < cfg.iters - 100
+
+
 class Trainer:
     def __init__(self, dataset, cfg: TrainConfig, out_dir: str, step_factory, log=print,
                  run_info: dict | None = None):
@@ -290,7 +296,7 @@ class Trainer:
         d = os.path.join(self.out_dir, "point_cloud", f"iteration_{iteration}")
         os.makedirs(d, exist_ok=True)
         path = os.path.join(d, "point_cloud.ply")
-        save_ply(path, model)
+        save_ply(path, model, self.cfg.render_mode, self.step.filter_3d())
         return path
 
     def evaluate(self, iteration: int) -> dict:
@@ -330,6 +336,9 @@ class Trainer:
         optim = cfg.optim.with_scene(self.extent, cfg.iters)
         self.step: TrainStep = self.step_factory(model, optim, cfg.background, cfg.lambda_dssim, adam)
         self.step.set_state(model, adam, stats)
+        # antialiased: the 3D filter from the training views (a resumed run recomputes it)
+        self.step.set_filter_cameras([self.dataset.cameras[i] for i in self.dataset.train_indices])
+        self.step.update_filter_3d()
         write_json(os.path.join(self.out_dir, "cfg.json"), dict(cfg.to_dict(), extent=self.extent,
                                                                 run=self.run_info,
                                                                 dataset_notes=list(self.dataset.notes)))
@@ -445,6 +454,7 @@ class Trainer:
                         model, adam, stats, replace(dcfg, max_gaussians=limit) if bound else dcfg,
                         self.extent, it > dcfg.opacity_reset_every, self.rng)
                     self.step.set_state(model, adam, stats)
+                    self.step.update_filter_3d()    # antialiased: the new set's 3D filter
                     self.log(f"step {it}: {report.line()}", echo=False)
                     if report.capped and bound and not cap_logged:
                         self.log(f"step {it}: densification capped at {limit} Gaussians, the "
@@ -454,9 +464,11 @@ class Trainer:
                     self.timing.add("densify", time.perf_counter() - t3)
                 if reset_now:
                     model, adam, stats = self.step.get_state()
-                    reset_opacity(model, adam, dcfg.reset_opacity)
+                    reset_opacity(model, adam, dcfg.reset_opacity, self.step.filter_3d())
                     self.step.set_state(model, adam, stats)
                     self.log(f"step {it}: opacity reset to ≤ {dcfg.reset_opacity}", echo=False)
+                if filter_3d_refresh_due(it, cfg):
+                    self.step.update_filter_3d()
 
                 if log_now:
                     elapsed = time.perf_counter() - t_start
