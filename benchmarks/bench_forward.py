@@ -61,7 +61,7 @@ def median_time(fn, runs: int) -> float:
 
 def time_sorts(ctx, renderer: GpuRenderer, runs: int) -> dict:
     """Intersection sort alone, on the keys of the last render (GPU time incl. one tiny read)."""
-    from wgsl_splat.gpu.sort import BitonicSorter, RadixSorter, grid_2d, next_pow2
+    from wgsl_splat.gpu.sort import BitonicSorter, RadixSorter, next_pow2
 
     pool, lib = renderer.pool, renderer.lib
     st = renderer.read_raster_state()
@@ -129,15 +129,8 @@ def time_sorts(ctx, renderer: GpuRenderer, runs: int) -> dict:
 
     def encode_without_sort(cpass):
         cpass.set_pipeline(r._project.pipeline("project"))
-        cpass.set_bind_group(0, pool.bind_group(r._project, 0, {
-            0: "render_params", 1: "params", 2: "splats", 3: "radii", 4: "rects",
-            5: r.depth_sort.keys, 6: r.depth_sort.vals, 7: "counters"}))
-        cpass.dispatch_workgroups(*grid_2d(-(-r.num // 256)))
-        cpass.set_pipeline(r._raster.pipeline("rasterize"))
-        cpass.set_bind_group(0, pool.bind_group(r._raster, 0, {
-            0: "render_params", 1: "splats", 2: "isect_ids", 3: "ranges", 4: "image",
-            5: "final_t", 6: "last_contrib"}))
-        cpass.dispatch_workgroups(r.tiles_x, r.tiles_y)
+        r._encode_project(cpass)
+        r._encode_raster(cpass)
 
     full_ms = median_time(render_full, runs)
     r.encode_forward = encode_without_sort

@@ -15,7 +15,8 @@ import os
 from wgsl_splat.atomic_io import save_png
 from wgsl_splat.gpu.renderer import GpuRenderer
 from wgsl_splat.gpu.runtime import select_device
-from wgsl_splat.ply import load_ply
+from wgsl_splat.ply import load_ply_with_mode
+from wgsl_splat.render_config import render_config
 from wgsl_splat.view_camera import OrbitCamera
 
 
@@ -28,8 +29,8 @@ def main(argv=None) -> list[str]:
     args = ap.parse_args(argv)
     width, height = (int(v) for v in args.size.split("x"))
 
-    model = load_ply(args.model)
-    renderer = GpuRenderer(select_device("gpu", echo=print))
+    model, mode = load_ply_with_mode(args.model)     # rendered in the mode it was trained in
+    renderer = GpuRenderer(select_device("gpu", echo=print), config=render_config(mode))
     renderer.upload_model(model)                    # the model stays on the device
     orbit = OrbitCamera.for_points(model.means)
     os.makedirs(args.out, exist_ok=True)

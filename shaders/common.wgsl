@@ -1,14 +1,11 @@
 // Shared constants and structs of the splatting pipeline (included once per module).
 // Conventions: DESIGN.md section 2 (OpenCV camera, pixel centres at integer + 0.5, 16x16 tiles).
 
-const TILE_SIZE: u32 = 16u;
+// The render constants (tile size, near plane, dilation, alpha limits, T_MIN, the mode) come from
+// wgsl_splat/render_config.py: the loader generates this include from the module's RenderConfig.
+#include "render_config.wgsl"
+
 const BLOCK_SIZE: u32 = 256u;          // threads per workgroup of the 1D per-splat kernels
-const NEAR_PLANE: f32 = 0.01;
-const COV2D_DILATION: f32 = 0.3;
-const ALPHA_MIN: f32 = 0.00392156862745098;   // 1/255
-const ALPHA_MAX: f32 = 0.99;
-const T_MIN: f32 = 1e-4;
-const FOV_CLAMP: f32 = 1.3;
 
 // Per-render uniforms (written once per render with queue.write_buffer).
 struct RenderParams {
@@ -17,7 +14,7 @@ struct RenderParams {
     w2c2: vec4<f32>,
     cam_pos: vec4<f32>,       // camera centre in world coordinates
     focal: vec4<f32>,         // fx, fy, cx, cy
-    clip: vec4<f32>,          // lim_x = 1.3 tan_half_fov_x, lim_y, unused, unused
+    clip: vec4<f32>,          // lim_x = frustum_clamp·tan_half_fov_x, lim_y, unused, unused
     background: vec4<f32>,    // rgb, unused
     img: vec4<u32>,           // width, height, tiles_x, tiles_y
     model: vec4<u32>,         // N, K (SH coefficients stored per splat), active SH degree, capacity
@@ -29,7 +26,7 @@ struct RenderParams {
 struct Splat2D {
     xy: vec2<f32>,            // pixel coordinates of the projected mean
     depth: f32,               // camera-space z
-    opacity: f32,             // sigmoid(logit)
+    opacity: f32,             // sigmoid(logit), times the filters' compensations (antialiased)
     conic: vec3<f32>,         // (a, b, c) of the inverse 2D covariance [[a, b], [b, c]]
     radius: f32,              // pixel radius (0 = culled)
     color: vec3<f32>,         // max(SH(dir) + 0.5, 0)

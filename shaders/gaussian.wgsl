@@ -1,6 +1,7 @@
 // Per-Gaussian geometry shared by projection (project.wgsl) and its backward pass
 // (project_backward.wgsl), so both evaluate exactly the same expressions. The including module
-// declares `rp: RenderParams` and `params: array<f32>` (the flat parameter buffer).
+// declares `rp: RenderParams`, `params: array<f32>` (the flat parameter buffer) and
+// `filter3d: array<f32>` (the antialiased mode's per-Gaussian 3D filter; unread in the classic mode).
 
 fn quat_to_rotmat(q: vec4<f32>) -> mat3x3<f32> {
     // q = (w, x, y, z), already normalised. Returns R; WGSL matrices are built from columns.
@@ -48,12 +49,14 @@ struct Ewa {
     qnorm: f32,             // |q| before normalisation
     rot: mat3x3<f32>,       // R (columns)
     scale: vec3<f32>,       // exp(log-scales)
-    m: mat3x3<f32>,         // M = R S (columns); Σ = M Mᵀ
+    filt: f32,              // 3D filter f (antialiased mode; 0 in the classic mode)
+    scale3: vec3<f32>,      // scales of Σ + f²I: sqrt(scale² + f²) (= scale in the classic mode)
+    m: mat3x3<f32>,         // M = R S (columns), S = diag(scale3); Σ = M Mᵀ
     u: vec2<f32>,           // t.x / t.z, t.y / t.z (unclamped)
     uc: vec2<f32>,          // the same clamped to ±1.3 tan(half fov)
     t0: vec3<f32>,          // rows of J W (J evaluated at the clamped tangent)
     t1: vec3<f32>,
-    a0: vec3<f32>,          // rows of A = J W M; Σ2D = A Aᵀ + 0.3 I
+    a0: vec3<f32>,          // rows of A = J W M; Σ2D = A Aᵀ + COV2D_DILATION I
     a1: vec3<f32>,
     cov: vec3<f32>,         // (a, b, c) of Σ2D = [[a, b], [b, c]], dilation included
 }
@@ -65,7 +68,13 @@ fn ewa_terms(i: u32, t: vec3<f32>) -> Ewa {
     e.qn = q / e.qnorm;
     e.rot = quat_to_rotmat(e.qn);
     e.scale = exp(param_vec3(rp.offs.x + 3u * i));
-    e.m = mat3x3<f32>(e.rot[0] * e.scale.x, e.rot[1] * e.scale.y, e.rot[2] * e.scale.z);
+    e.filt = 0.0;
+    e.scale3 = e.scale;
+    if (ANTIALIASED) {
+        e.filt = filter3d[i];
+        e.scale3 = sqrt(e.scale * e.scale + vec3<f32>(e.filt * e.filt));
+    }
+    e.m = mat3x3<f32>(e.rot[0] * e.scale3.x, e.rot[1] * e.scale3.y, e.rot[2] * e.scale3.z);
     let fx = rp.focal.x;
     let fy = rp.focal.y;
     let tz = t.z;
@@ -79,4 +88,20 @@ fn ewa_terms(i: u32, t: vec3<f32>) -> Ewa {
     e.cov = vec3<f32>(dot(e.a0, e.a0) + COV2D_DILATION, dot(e.a0, e.a1),
                       dot(e.a1, e.a1) + COV2D_DILATION);
     return e;
+}
+
+// Antialiased mode (Mip-Splatting; math in wgsl_splat/reference/projection.py). The 3D filter's
+// opacity factor sqrt(det Σ / det(Σ + f²I)) = Π scale / scale3.
+fn filter3d_compensation(e: Ewa) -> f32 {
+    let r = e.scale / e.scale3;
+    return r.x * r.y * r.z;
+}
+
+// The 2D Mip filter's opacity factor sqrt(det Σ2D / det(Σ2D + εI)), Σ2D = A Aᵀ before the
+// dilation ε; `det` is the dilated determinant (> 0), 0 for a degenerate projection.
+fn filter2d_compensation(e: Ewa, det: f32) -> f32 {
+    let a = dot(e.a0, e.a0);
+    let b = dot(e.a0, e.a1);
+    let c = dot(e.a1, e.a1);
+    return sqrt(max((a * c - b * b) / det, 0.0));
 }

@@ -1,5 +1,6 @@
 // Stage 1: project every Gaussian (cull, EWA 2D covariance, conic, radius, tile rectangle) and
-// evaluate its view-dependent colour from SH. One thread per Gaussian.
+// evaluate its view-dependent colour from SH. One thread per Gaussian. In the antialiased mode the
+// splat's opacity carries both Mip-Splatting compensations (gaussian.wgsl).
 // Also seeds the depth sort: depth_keys[i] = bitcast<u32>(depth), ids[i] = i, and counters[4] = N.
 
 #include "common.wgsl"
@@ -14,6 +15,7 @@
 @group(0) @binding(5) var<storage, read_write> depth_keys: array<u32>;
 @group(0) @binding(6) var<storage, read_write> ids: array<u32>;
 @group(0) @binding(7) var<storage, read_write> counters: array<u32>;
+@group(0) @binding(8) var<storage, read> filter3d: array<f32>;
 
 @compute @workgroup_size(256)
 fn project(@builtin(local_invocation_index) lid: u32,
@@ -77,6 +79,9 @@ fn project(@builtin(local_invocation_index) lid: u32,
         let cc = e.cov.z;
         let det = ca * cc - cb * cb;
         if (det > 0.0) {
+            if (ANTIALIASED) {
+                s.opacity = s.opacity * filter3d_compensation(e) * filter2d_compensation(e, det);
+            }
             let inv_det = 1.0 / det;
             let mid = 0.5 * (ca + cc);
             let lambda = mid + sqrt(max(mid * mid - det, 0.0));

@@ -23,6 +23,7 @@ override STATS: bool = true;
 @group(0) @binding(3) var<storage, read_write> grad2d: array<vec4<f32>>;
 @group(0) @binding(4) var<storage, read_write> grads: array<f32>;
 @group(0) @binding(5) var<storage, read_write> stats: array<f32>;
+@group(0) @binding(6) var<storage, read> filter3d: array<f32>;
 
 fn put3(o: u32, v: vec3<f32>) {
     grads[o] = v.x;
@@ -144,8 +145,10 @@ fn project_backward(@builtin(local_invocation_index) lid: u32,
         stats[2u * n + i] = max(stats[2u * n + i], s.radius);
     }
 
-    // Opacity = sigmoid(logit).
-    grads[rp.offs.z + i] = v0.z * s.opacity * (1.0 - s.opacity);
+    // Opacity = sigmoid(logit) (antialiased: times the compensations, below).
+    if (!ANTIALIASED) {
+        grads[rp.offs.z + i] = v0.z * s.opacity * (1.0 - s.opacity);
+    }
 
     // Colour = max(SH(dir) + 0.5, 0), dir = normalise(mean - camera centre).
     let mean = gaussian_mean(i);
@@ -171,11 +174,31 @@ fn project_backward(@builtin(local_invocation_index) lid: u32,
     let p01 = ca * gb + cb * gcc;
     let p10 = cb * ga + cc * gb;
     let p11 = cb * gb + cc * gcc;
-    let s00 = -(p00 * ca + p01 * cb);
-    let s01 = -(p00 * cb + p01 * cc);
-    let s11 = -(p10 * cb + p11 * cc);
+    var s00 = -(p00 * ca + p01 * cb);
+    var s01 = -(p00 * cb + p01 * cc);
+    var s11 = -(p10 * cb + p11 * cc);
 
-    // Σ2D = A Aᵀ + 0.3 I with A = T M (rows a0, a1), T = J W (rows t0, t1).
+    // Antialiased: opacity = sigmoid · c3 · c2 (the 3D and 2D filters' compensations).
+    var g_c3 = 0.0;
+    var c3 = 1.0;
+    if (ANTIALIASED) {
+        let sig = 1.0 / (1.0 + exp(-params[rp.offs.z + i]));   // as project.wgsl
+        c3 = filter3d_compensation(e);
+        let c2 = filter2d_compensation(e, e.cov.x * e.cov.z - e.cov.y * e.cov.y);   // as forward
+        grads[rp.offs.z + i] = v0.z * c3 * c2 * sig * (1.0 - sig);
+        g_c3 = v0.z * sig * c2;
+        // c2 = sqrt(det Σ2D / det Σb), Σb = Σ2D + εI = C⁻¹: dc2/dΣ2D = ½ c2 (Σ2D⁻¹ − C)
+        // = ½/c2 ((1 − c2²) C − ε det(C) I) (no Σ2D⁻¹: singular for flat splats). c2 > 0 here:
+        // a splat with c2 = 0 has opacity 0 and is culled.
+        let k = 0.5 * v0.z * sig * c3 / c2;
+        let one_minus = 1.0 - c2 * c2;
+        let eps_det = COV2D_DILATION * (ca * cc - cb * cb);
+        s00 = s00 + k * (one_minus * ca - eps_det);
+        s01 = s01 + k * one_minus * cb;
+        s11 = s11 + k * (one_minus * cc - eps_det);
+    }
+
+    // Σ2D = A Aᵀ + εI with A = T M (rows a0, a1), T = J W (rows t0, t1).
     let ga0 = 2.0 * (s00 * e.a0 + s01 * e.a1);
     let ga1 = 2.0 * (s01 * e.a0 + s11 * e.a1);
     let gt0 = e.m * ga0;            // dL/dT row r = M · dL/dA row r
@@ -185,8 +208,16 @@ fn project_backward(@builtin(local_invocation_index) lid: u32,
     let gm1 = ga0.y * e.t0 + ga1.y * e.t1;
     let gm2 = ga0.z * e.t0 + ga1.z * e.t1;
     let g_scale = vec3<f32>(dot(gm0, e.rot[0]), dot(gm1, e.rot[1]), dot(gm2, e.rot[2]));
-    put3(rp.offs.x + 3u * i, g_scale * e.scale);
-    let g_qn = rotmat_backward(e.qn, gm0 * e.scale.x, gm1 * e.scale.y, gm2 * e.scale.z);
+    if (ANTIALIASED) {
+        // scale3 = sqrt(scale² + f²): d scale3 / d log scale = scale² / scale3;
+        // c3 = Π scale / scale3: d c3 / d log scale_k = c3 f² / scale3_k²
+        let f2 = e.filt * e.filt;
+        put3(rp.offs.x + 3u * i, g_scale * e.scale * e.scale / e.scale3
+                                 + (g_c3 * c3 * f2) / (e.scale3 * e.scale3));
+    } else {
+        put3(rp.offs.x + 3u * i, g_scale * e.scale);
+    }
+    let g_qn = rotmat_backward(e.qn, gm0 * e.scale3.x, gm1 * e.scale3.y, gm2 * e.scale3.z);
     put4(rp.offs.y + 4u * i, (g_qn - e.qn * dot(g_qn, e.qn)) / e.qnorm);
 
     // dL/dJ = dL/dT Wᵀ: the four non-zero entries of J as functions of camera-space t.

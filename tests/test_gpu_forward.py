@@ -9,7 +9,10 @@ from wgsl_splat.camera import Camera
 from wgsl_splat.gpu.renderer import GpuRenderer
 from wgsl_splat.model import GaussianModel, rgb_to_sh_dc
 from wgsl_splat.random_scene import random_scene
-from wgsl_splat.reference import ALPHA_MAX, ALPHA_MIN, T_MIN, render
+from wgsl_splat.reference import render
+from wgsl_splat.render_config import CLASSIC
+
+ALPHA_MAX, ALPHA_MIN, T_MIN = CLASSIC.alpha_max, CLASSIC.alpha_min, CLASSIC.t_min
 
 TOL = 1e-4
 
@@ -51,13 +54,16 @@ def threshold_event(ref, y: int, x: int) -> bool:
 
 
 def compare(renderer: GpuRenderer, model: GaussianModel, cam: Camera, bg, *, seed=None,
-            active_sh_degree=None, structure=True):
-    """Render on both paths; every pixel within TOL, except the rare pixels that sit exactly on a
-    threshold of the forward pass (see ``threshold_event``), which must be few."""
+            active_sh_degree=None, structure=True, filter_3d=None):
+    """Render on both paths (in the renderer's mode; ``filter_3d``: the antialiased mode's 3D
+    filter); every pixel within TOL, except the rare pixels that sit exactly on a threshold of the
+    forward pass (see ``threshold_event``), which must be few."""
     model32 = model.astype(np.float32)
-    renderer.upload_model(model32)
+    f32 = None if filter_3d is None else np.asarray(filter_3d, np.float32)
+    renderer.upload_model(model32, f32)
     img = renderer.render(cam, bg, active_sh_degree=active_sh_degree)
-    ref = render(model32.astype(np.float64), cam, bg, active_sh_degree=active_sh_degree)
+    ref = render(model32.astype(np.float64), cam, bg, active_sh_degree=active_sh_degree,
+                 config=renderer.config, filter_3d=None if f32 is None else f32.astype(np.float64))
     where = f"(seed {seed}, N={len(model)}, {cam.width}x{cam.height})"
     assert img.shape == (cam.height, cam.width, 3) and img.dtype == np.float32
     err = np.abs(img - ref.image).max(axis=-1)

@@ -46,7 +46,7 @@ def test_bind_groups_cached_and_invalidated_on_growth(gpu_ctx):
 
             usage = wgpu.BufferUsage.UNIFORM | wgpu.BufferUsage.COPY_DST
         pool.get(name, size, usage)
-    entries = {0: "p", 1: "t", 2: "r", 3: "c", 4: "s"}
+    entries = {"rp": "p", "table": "t", "ranges": "r", "counters": "c", "scan_sums": "s"}
     bg = pool.bind_group(mod, 0, entries)
     assert pool.bind_group(mod, 0, entries) is bg and pool.bind_groups_created == 1
     pool.get("t", 1 << 16)  # regrow a referenced buffer

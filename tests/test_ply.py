@@ -112,8 +112,9 @@ def test_header_layout_degree3(tmp_path, rng):
     save_ply(tmp_path / "m.ply", GaussianModel.random(n, rng, sh_degree=3, dtype=np.float32))
     raw = (tmp_path / "m.ply").read_bytes()
     lines, body = split_header(raw)
-    assert lines[:3] == ["ply", "format binary_little_endian 1.0", f"element vertex {n}"]
-    props = [ln.split() for ln in lines[3:]]
+    assert lines[:4] == ["ply", "format binary_little_endian 1.0",
+                         "comment wgsl_splat render_mode classic", f"element vertex {n}"]
+    props = [ln.split() for ln in lines[4:]]
     assert all(p[:2] == ["property", "float"] and len(p) == 3 for p in props)
     names = [p[2] for p in props]
     expected = (["x", "y", "z", "nx", "ny", "nz", "f_dc_0", "f_dc_1", "f_dc_2"]

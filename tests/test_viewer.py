@@ -204,3 +204,32 @@ def test_closing_the_preview_does_not_stop_training(display, tmp_path, monkeypat
     assert "preview window closed at step 5" in (tmp_path / "train.log").read_text()
     assert (tmp_path / "point_cloud" / "iteration_10" / "point_cloud.ply").is_file()
     assert Path(tmp_path / "checkpoints").is_dir()
+
+
+def test_view_command_renders_in_the_models_mode(display, gpu_ctx, tmp_path, scene):
+    """An antialiased PLY is shown antialiased (its screenshot is the antialiased offscreen render,
+    not the classic one); --classic overrides it with a warning."""
+    import imageio.v3 as iio
+
+    from wgsl_splat.render_config import ANTIALIASED, CLASSIC
+
+    model, _ = scene
+    model = model.copy()
+    model.log_scales -= 2.5      # sub-pixel Gaussians: where the two modes differ most
+    save_ply(tmp_path / "aa.ply", model, "antialiased")
+    cam = OrbitCamera.for_points(model.means).camera(200, 150)
+    renders = {}
+    for config in (ANTIALIASED, CLASSIC):
+        r = GpuRenderer(gpu_ctx, config=config)
+        r.upload_model(model)
+        renders[config.mode] = np.clip(r.render(cam), 0, 1)
+    for flag, mode in (([], "antialiased"), (["--classic"], "classic")):
+        out = tmp_path / f"{mode}.png"
+        res = CliRunner().invoke(main, ["view", str(tmp_path / "aa.ply"), "--size", "200x150",
+                                        "--screenshot", str(out)] + flag)
+        assert res.exit_code == 0, res.output
+        assert ("Warning: the model was trained antialiased" in res.output) == bool(flag)
+        shot = iio.imread(out).astype(np.float64) / 255.0
+        other = "classic" if mode == "antialiased" else "antialiased"
+        err, err_other = (np.abs(shot - renders[m]).max() for m in (mode, other))
+        assert err <= 1.5 / 255 < err_other, (mode, err, err_other)

@@ -64,68 +64,97 @@ def _summary(times: list[float]) -> dict:
     return {"median_ms": statistics.median(ms), "min_ms": min(ms), "max_ms": max(ms), "runs": len(ms)}
 
 
-def bench_gpu(ctx, cfg: Config, steps: int, warmup: int, stages: bool = True) -> dict:
+def bench_gpu(ctx, cfg: Config, steps: int, warmup: int, stages: bool = True,
+              modes: tuple[str, ...] = ("classic",)) -> dict[str, dict]:
+    """Per render mode, the GPU figures of the module docstring. With several modes the timed
+    loops alternate between them step by step, so a machine whose speed drifts (a shared VM) skews
+    every mode alike and their ratio stays meaningful."""
     from .gpu.step import GpuTrainStep
     from .optim import OptimConfig
+    from .render_config import render_config
 
     model, cam, target, extent = make_scene(cfg.n, cfg.width, cfg.height)
-    step = GpuTrainStep(ctx, model, OptimConfig().with_scene(extent, 30_000))
-    for _ in range(warmup):
-        step.step(cam, target, 3, view_id=0)
-    step.take_losses()
-    wall, host = [], []
-    for _ in range(steps):
-        t0 = time.perf_counter()
-        blocked0 = step.blocked_seconds
-        step.step(cam, target, 3, view_id=0)
-        t1 = time.perf_counter()
-        host.append((t1 - t0) - (step.blocked_seconds - blocked0))
-        step.take_losses()
-        wall.append(time.perf_counter() - t0)
-    t0 = time.perf_counter()
-    for _ in range(steps):
-        step.step(cam, target, 3, view_id=0)
-    step.take_losses()
-    pipelined = (time.perf_counter() - t0) / steps
-    out = {"step": _summary(wall), "pipelined_ms": 1000.0 * pipelined, "host": _summary(host),
-           "intersections": step.max_intersections, "overflowed_steps": step.overflowed_steps}
-    stage_ms: dict[str, list[float]] = {}
-    if stages and step.enable_profiling(True):
-        for _ in range(max(3, min(steps, 7))):
+    runs = {m: GpuTrainStep(ctx, model, OptimConfig().with_scene(extent, 30_000),
+                            render_config=render_config(m)) for m in modes}
+    out: dict[str, dict] = {m: {} for m in modes}
+    for m, step in runs.items():
+        if step.render_config.antialiased:   # the 3D filter of the scene's view (not in a step)
+            step.set_filter_cameras([cam])
+            step.update_filter_3d()
+            t0 = time.perf_counter()
+            step.update_filter_3d()
+            step.filter_3d()
+            out[m]["filter3d_ms"] = 1000.0 * (time.perf_counter() - t0)
+        for _ in range(warmup):
             step.step(cam, target, 3, view_id=0)
-            step.take_losses()
-            for k, v in step.stage_times().items():
-                stage_ms.setdefault(k, []).append(v)
-        step.enable_profiling(False)
-        out["stages_source"] = "timestamp queries"
-    out["stages"] = {k: statistics.median(v) for k, v in stage_ms.items()}
-    fwd = []
-    step.render(cam, 3)
+        step.take_losses()
+    wall = {m: [] for m in modes}
+    host = {m: [] for m in modes}
+    pipelined = {m: 0.0 for m in modes}
     for _ in range(steps):
-        t0 = time.perf_counter()
+        for m, step in runs.items():
+            t0 = time.perf_counter()
+            blocked0 = step.blocked_seconds
+            step.step(cam, target, 3, view_id=0)
+            t1 = time.perf_counter()
+            host[m].append((t1 - t0) - (step.blocked_seconds - blocked0))
+            step.take_losses()
+            wall[m].append(time.perf_counter() - t0)
+    block = 5
+    for _ in range(-(-steps // block)):
+        for m, step in runs.items():
+            t0 = time.perf_counter()
+            for _ in range(block):
+                step.step(cam, target, 3, view_id=0)
+            step.take_losses()
+            pipelined[m] += time.perf_counter() - t0
+    for m, step in runs.items():
+        out[m].update({"step": _summary(wall[m]),
+                       "pipelined_ms": 1000.0 * pipelined[m] / (block * -(-steps // block)),
+                       "host": _summary(host[m]), "intersections": step.max_intersections,
+                       "overflowed_steps": step.overflowed_steps})
+        stage_ms: dict[str, list[float]] = {}
+        if stages and step.enable_profiling(True):
+            for _ in range(max(3, min(steps, 7))):
+                step.step(cam, target, 3, view_id=0)
+                step.take_losses()
+                for k, v in step.stage_times().items():
+                    stage_ms.setdefault(k, []).append(v)
+            step.enable_profiling(False)
+            out[m]["stages_source"] = "timestamp queries"
+        out[m]["stages"] = {k: statistics.median(v) for k, v in stage_ms.items()}
+        fwd = []
         step.render(cam, 3)
-        fwd.append(time.perf_counter() - t0)
-    out["forward"] = _summary(fwd)
-    peak = step.counters["peak_bytes"]
-    out["peak_bytes"] = peak
-    out["bytes_per_gaussian"] = peak / cfg.n
+        for _ in range(steps):
+            t0 = time.perf_counter()
+            step.render(cam, 3)
+            fwd.append(time.perf_counter() - t0)
+        out[m]["forward"] = _summary(fwd)
+        peak = step.counters["peak_bytes"]
+        out[m]["peak_bytes"] = peak
+        out[m]["bytes_per_gaussian"] = peak / cfg.n
     return out
 
 
-def bench_cpu(cfg: Config, steps: int, warmup: int) -> dict:
+def bench_cpu(cfg: Config, steps: int, warmup: int, mode: str = "classic") -> dict:
     """The NumPy path with fenced host timing per stage (the same calls as CpuTrainStep.step)."""
     from .optim import AdamState, OptimConfig, adam_step
-    from .reference import loss_and_grad, render, render_backward
+    from .reference import compute_filter_3d, loss_and_grad, render, render_backward
+    from .render_config import render_config
 
     model, cam, target, extent = make_scene(cfg.n, cfg.width, cfg.height)
     model = model.astype(np.float32)
+    rc = render_config(mode)
+    mode_args = dict(config=rc)
+    if rc.antialiased:
+        mode_args["filter_3d"] = compute_filter_3d(model.means, [cam], rc).astype(np.float32)
     config = OptimConfig().with_scene(extent, 30_000)
     adam = AdamState.zeros_for(model)
     stage_ms: dict[str, list[float]] = {}
     wall = []
     for i in range(warmup + steps):
         t = [time.perf_counter()]
-        out = render(model, cam, active_sh_degree=3)
+        out = render(model, cam, active_sh_degree=3, **mode_args)
         t.append(time.perf_counter())
         _, dimg, _ = loss_and_grad(out.image, target)
         t.append(time.perf_counter())
@@ -140,7 +169,7 @@ def bench_cpu(cfg: Config, steps: int, warmup: int) -> dict:
     fwd = []
     for _ in range(max(1, min(steps, 5))):
         t0 = time.perf_counter()
-        render(model, cam, active_sh_degree=3)
+        render(model, cam, active_sh_degree=3, **mode_args)
         fwd.append(time.perf_counter() - t0)
     return {"step": _summary(wall), "stages": {k: statistics.median(v) for k, v in stage_ms.items()},
             "stages_source": "host timing", "forward": _summary(fwd)}
@@ -186,7 +215,7 @@ def format_report(report: dict) -> str:
             s = x["step"]
             gpu = path == "gpu"
             lines.append(
-                f"{r['config']:<8} {r['n']:>7} {r['width']:>4} x {r['height']:<4} {path:<4} "
+                f"{_label(r):<8} {r['n']:>7} {r['width']:>4} x {r['height']:<4} {path:<4} "
                 f"{s['median_ms']:>9.1f} {s['min_ms']:>7.1f}-{s['max_ms']:<7.1f} "
                 f"{(x['pipelined_ms'] if gpu else s['median_ms']):>8.1f} "
                 f"{(x['host']['median_ms'] if gpu else s['median_ms']):>8.2f} "
@@ -194,13 +223,24 @@ def format_report(report: dict) -> str:
                 f"{(x['peak_bytes'] / 2**20 if gpu else float('nan')):>6.1f} "
                 f"{(x['bytes_per_gaussian'] if gpu else float('nan')):>6.0f}")
     lines.append("")
+    classic = {(r["config"], path): r[path]["step"]["median_ms"] for r in report["results"]
+               for path in ("gpu", "cpu") if path in r and r.get("mode", "classic") == "classic"}
+    for r in report["results"]:
+        for path in ("gpu", "cpu"):
+            base = classic.get((r["config"], path))
+            if r.get("mode", "classic") != "classic" and path in r and base:
+                ratio = r[path]["step"]["median_ms"] / base
+                extra = (f"; recomputing the 3D filter {r[path]['filter3d_ms']:.1f} ms"
+                         if "filter3d_ms" in r[path] else "")
+                lines.append(f"{r['config']} {path}: {r['mode']} step {100 * (ratio - 1):+.1f}% "
+                             f"vs classic{extra}")
     for r in report["results"]:
         for path in ("gpu", "cpu"):
             if path in r and r[path].get("stages"):
                 st = r[path]["stages"]
                 total = sum(st.values())
                 parts = ", ".join(f"{k} {v:.2f} ({100 * v / total:.0f}%)" for k, v in st.items())
-                lines.append(f"{r['config']} {path} stages ms [{r[path]['stages_source']}]: {parts}")
+                lines.append(f"{_label(r)} {path} stages ms [{r[path]['stages_source']}]: {parts}")
         if "gpu" in r:
             g = r["gpu"]
             dev = sum(g.get("stages", {}).values())
@@ -218,20 +258,30 @@ def format_report(report: dict) -> str:
     return "\n".join(lines)
 
 
+def _label(r: dict) -> str:
+    return r["config"] + ("" if r.get("mode", "classic") == "classic" else "/aa")
+
+
 def run_bench(configs: list[Config], devices: tuple[str, ...], steps: int, warmup: int, ctx=None,
-              stages: bool = True, echo=print) -> dict:
+              stages: bool = True, echo=print, modes: tuple[str, ...] = ("classic",)) -> dict:
+    """Each configuration in each render mode, one after the other (side by side in time, so the
+    modes' ratio is not skewed by a machine whose speed drifts)."""
     report = {"machine": machine_info(ctx), "steps": steps, "warmup": warmup, "results": []}
     for cfg in configs:
-        r = {"config": cfg.name, "n": cfg.n, "width": cfg.width, "height": cfg.height}
+        results = {m: {"config": cfg.name, "n": cfg.n, "width": cfg.width, "height": cfg.height,
+                       "mode": m} for m in modes}
         if "gpu" in devices and ctx is not None:
-            echo(f"{cfg.name}: GPU step, N={cfg.n} {cfg.width}x{cfg.height} ...")
-            r["gpu"] = bench_gpu(ctx, cfg, steps, warmup, stages)
+            echo(f"{cfg.name}: GPU step ({', '.join(modes)}), N={cfg.n} {cfg.width}x{cfg.height} ...")
+            for m, g in bench_gpu(ctx, cfg, steps, warmup, stages, modes).items():
+                results[m]["gpu"] = g
         if "cpu" in devices and cfg.n <= 50_000:
-            echo(f"{cfg.name}: NumPy step, N={cfg.n} {cfg.width}x{cfg.height} ...")
-            r["cpu"] = bench_cpu(cfg, steps, warmup=1)
-        report["results"].append(r)
-        for path in ("gpu", "cpu"):    # a line per result as it comes (long runs may be cut off)
-            if path in r:
-                echo(f"  {path}: step {r[path]['step']['median_ms']:.2f} ms median "
-                     f"(min {r[path]['step']['min_ms']:.2f}, max {r[path]['step']['max_ms']:.2f})")
+            for m in modes:
+                echo(f"{cfg.name}: NumPy step ({m}), N={cfg.n} {cfg.width}x{cfg.height} ...")
+                results[m]["cpu"] = bench_cpu(cfg, steps, warmup=1, mode=m)
+        for r in results.values():
+            report["results"].append(r)
+            for path in ("gpu", "cpu"):    # a line per result as it comes (long runs may be cut off)
+                if path in r:
+                    echo(f"  {_label(r)} {path}: step {r[path]['step']['median_ms']:.2f} ms median "
+                         f"(min {r[path]['step']['min_ms']:.2f}, max {r[path]['step']['max_ms']:.2f})")
     return report

@@ -64,6 +64,12 @@ DEVICE_OPTION = click.option(
     help="auto: a wgpu adapter if there is one, else the NumPy path; gpu: fail without an adapter.")
 
 
+RENDER_MODE_OPTION = click.option(
+    "--antialiased/--classic", "antialiased", default=None,
+    help="Render mode: antialiased (Mip-Splatting's 2D and 3D filters) or classic 3DGS. Default: "
+         "the mode the model was trained in (its PLY header); overriding it prints a warning.")
+
+
 def parse_color(text: str):
     try:
         vals = [float(v) for v in text.split(",")]
@@ -89,9 +95,10 @@ def parse_color(text: str):
 @click.option("--sh-degree", type=click.IntRange(0, 3), default=None,
               help="Render with at most this SH degree (lower degrees hold more Gaussians on a GPU).")
 @DROP_NONFINITE_OPTION
+@RENDER_MODE_OPTION
 @DEVICE_OPTION
 def render(model_path, data, resolution, camera_json, out_dir, background, limit, sh_degree,
-           drop_nonfinite, device):
+           drop_nonfinite, antialiased, device):
     """Render MODEL_PATH (.ply) from the cameras of a scene or a camera file, writing PNGs.
 
     Without MODEL_PATH the scene's point cloud is rendered as initial Gaussians (what training
@@ -100,7 +107,7 @@ def render(model_path, data, resolution, camera_json, out_dir, background, limit
     from . import commands
 
     commands.render(model_path, data, camera_json, out_dir, parse_color(background), limit, device,
-                    resolution, sh_degree, drop_nonfinite)
+                    resolution, sh_degree, drop_nonfinite, antialiased)
 
 
 @main.command()
@@ -150,6 +157,9 @@ def render(model_path, data, resolution, camera_json, out_dir, background, limit
 @click.option("--eval-at", default=None, help="Comma-separated steps at which to evaluate (default: preset's).")
 @click.option("--preview", is_flag=True,
               help="Show the model live in a window while it trains (GPU path; ignored without a display).")
+@click.option("--antialiased", is_flag=True,
+              help="Train and render with Mip-Splatting's filters (3D smoothing + 2D Mip filter), "
+                   "for models that stay sharp and alias-free at other resolutions and distances.")
 @click.pass_context
 def train(ctx, **options):
     """Train on DATA: a COLMAP folder, a transforms.json scene, one image, or 'default' (the
@@ -167,13 +177,19 @@ def train(ctx, **options):
 @click.argument("out_dir", type=click.Path(file_okay=False))
 @click.option("--data", default=None, help="Scene path (default: the one recorded in OUT_DIR/cfg.json).")
 @click.option("--iteration", type=int, default=None, help="Which saved model (default: the latest).")
+@click.option("--scales", default=None,
+              help="Comma-separated render scales relative to the training resolution, e.g. "
+                   "1,0.5,0.25,0.125,2 (Mip-Splatting's multi-scale test: cameras scaled, ground "
+                   "truth area-downscaled from the source images).")
 @DROP_NONFINITE_OPTION
+@RENDER_MODE_OPTION
 @DEVICE_OPTION
-def eval_cmd(out_dir, data, iteration, drop_nonfinite, device):
+def eval_cmd(out_dir, data, iteration, scales, drop_nonfinite, antialiased, device):
     """Re-evaluate a finished training run on its held-out views: PSNR, SSIM, L1 into metrics.json."""
     from . import commands
 
-    commands.evaluate(out_dir, data, iteration, device, drop_nonfinite)
+    commands.evaluate(out_dir, data, iteration, device, drop_nonfinite, scales=scales,
+                      antialiased=antialiased)
 
 
 @main.command()
@@ -188,14 +204,18 @@ def eval_cmd(out_dir, data, iteration, drop_nonfinite, device):
 @click.option("--tolerance", type=click.FloatRange(min=0), default=1e-3, show_default=True,
               help="Largest relative error ‖g_gpu − g_cpu‖/‖g_cpu‖ that passes.")
 @click.option("--adapter", "adapter_filter", default=None, help="Use the first GPU adapter whose name contains this.")
-def gradcheck(gaussians, width, height, seed, sh_degree, variants, tolerance, adapter_filter):
+@click.option("--antialiased", is_flag=True,
+              help="Check the antialiased mode (2D Mip filter and the 3D filter of a few views).")
+def gradcheck(gaussians, width, height, seed, sh_degree, variants, tolerance, adapter_filter,
+              antialiased):
     """Compare one step's gradients on the GPU with the NumPy reference (float64) on a random scene.
 
     Prints the relative error per parameter group; exits with status 1 if any exceeds --tolerance.
     """
     from . import commands
 
-    commands.gradcheck(gaussians, width, height, seed, sh_degree, variants, tolerance, adapter_filter)
+    commands.gradcheck(gaussians, width, height, seed, sh_degree, variants, tolerance, adapter_filter,
+                       antialiased)
 
 
 @main.command()
@@ -212,13 +232,17 @@ def gradcheck(gaussians, width, height, seed, sh_degree, variants, tolerance, ad
 @click.option("--json", "json_path", type=click.Path(dir_okay=False), default=None, help="Also write the results as JSON.")
 @click.option("--no-stages", is_flag=True, help="Skip the per-stage breakdown (timestamp queries).")
 @click.option("--adapter", "adapter_filter", default=None, help="Use the first GPU adapter whose name contains this.")
-def bench(presets, gaussians, width, height, device, steps, warmup, json_path, no_stages, adapter_filter):
+@click.option("--modes", default="classic", show_default=True,
+              help="Comma-separated render modes to time, each configuration in each mode one after "
+                   "the other: classic, antialiased (e.g. classic,antialiased for the mode's cost).")
+def bench(presets, gaussians, width, height, device, steps, warmup, json_path, no_stages, adapter_filter,
+          modes):
     """Time the training step and the forward render: median and spread, per-stage device time,
     host overhead, peak device memory, and the GPU/NumPy ratio."""
     from . import commands
 
     commands.bench(presets, gaussians, width, height, device, steps, warmup, json_path, no_stages,
-                   adapter_filter)
+                   adapter_filter, modes)
 
 
 @main.command()
@@ -234,8 +258,9 @@ def bench(presets, gaussians, width, height, device, steps, warmup, json_path, n
 @click.option("--frames", type=click.IntRange(min=1), default=None, help="Close after this many frames.")
 @click.option("--adapter", "adapter_filter", default=None, help="Use the first GPU adapter whose name contains this.")
 @DROP_NONFINITE_OPTION
+@RENDER_MODE_OPTION
 def view(model_path, data, resolution, size, background, screenshot, frames, adapter_filter,
-         drop_nonfinite):
+         drop_nonfinite, antialiased):
     """Open MODEL_PATH (.ply) in an interactive window rendered by the GPU pipeline.
 
     Left drag orbits, right drag (or shift + drag) pans, the wheel zooms, W/A/S/D/Q/E fly, R resets
@@ -244,7 +269,7 @@ def view(model_path, data, resolution, size, background, screenshot, frames, ada
     from . import commands
 
     commands.view(model_path, data, resolution, size, parse_color(background), screenshot, frames,
-                  adapter_filter, drop_nonfinite)
+                  adapter_filter, drop_nonfinite, antialiased)
 
 
 @main.command()

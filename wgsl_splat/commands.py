@@ -12,6 +12,7 @@ from .atomic_io import save_png
 from .camera import Camera
 from .cli import UserError
 from .model import GaussianModel
+from .render_config import CLASSIC, RenderConfig, render_config
 
 
 def load_cameras_json(path) -> list[Camera]:
@@ -27,22 +28,38 @@ def load_cameras_json(path) -> list[Camera]:
 
 
 def load_model(path, drop_nonfinite: bool = False) -> GaussianModel:
+    return load_model_and_mode(path, drop_nonfinite)[0]
+
+
+def load_model_and_mode(path, drop_nonfinite: bool = False) -> tuple[GaussianModel, str]:
+    """The model of a PLY and the render mode its header declares (one-line errors)."""
     import click
 
-    from .ply import NonFinitePlyError, PlyError, load_ply
+    from .ply import NonFinitePlyError, PlyError, load_ply_with_mode
 
     if not os.path.isfile(path):
         raise UserError(f"model file not found: {path}")
     notes = []
     try:
-        model = load_ply(path, drop_nonfinite=drop_nonfinite, notes=notes)
+        model, mode = load_ply_with_mode(path, drop_nonfinite=drop_nonfinite, notes=notes)
     except NonFinitePlyError as exc:
         raise UserError(f"{exc}; --drop-nonfinite leaves them out") from None
     except PlyError as exc:
         raise UserError(f"{path}: {exc}") from None
     for note in notes:
         click.echo(f"note: {note}")
-    return model
+    return model, mode
+
+
+def render_mode_for(model_mode: str, antialiased: bool | None, echo) -> RenderConfig:
+    """The render configuration of a model trained in ``model_mode`` given the command line's
+    ``--antialiased/--classic`` (None: as trained); rendering it otherwise prints a warning."""
+    mode = model_mode if antialiased is None else ("antialiased" if antialiased else "classic")
+    if mode != model_mode:
+        effect = ("only the 2D Mip filter applies, it has no 3D filter" if mode == "antialiased"
+                  else "without the 2D Mip filter, as viewers that do not know it show it")
+        echo(f"Warning: the model was trained {model_mode}; rendering it {mode} as asked ({effect})")
+    return render_config(mode)
 
 
 def gpu_context(device: str, adapter_filter: str | None = None, echo=None, why: str = ""):
@@ -66,18 +83,23 @@ def upload_to_gpu(renderer, model, way_out: str) -> None:
         raise UserError(f"{exc}: {way_out}") from None
 
 
-def make_renderer(device: str, adapter_filter: str | None = None, echo=None):
+def make_renderer(device: str, adapter_filter: str | None = None, echo=None,
+                  config: RenderConfig = CLASSIC):
     """A function (model, camera, background) -> (H,W,3) image on the chosen path, and its name.
     The GPU renderer keeps the model resident and re-uploads only when another model is passed;
-    the NumPy path renders in bounded memory (:func:`~wgsl_splat.reference.render_image`)."""
+    the NumPy path renders in bounded memory (:func:`~wgsl_splat.reference.render_image`).
+    Antialiased models come from PLYs with their 3D filter fused in: rendered with a zero filter."""
     from .reference import render_image
+
+    def cpu(model, camera, background):
+        return render_image(model, camera, background, config=config)
 
     ctx = None if device == "cpu" else gpu_context(device, adapter_filter, echo)
     if ctx is None:
-        return render_image, "cpu (NumPy reference)"
+        return cpu, "cpu (NumPy reference)"
     from .gpu.renderer import GpuRenderer
 
-    renderer = GpuRenderer(ctx)
+    renderer = GpuRenderer(ctx, config=config)
     uploaded = {"model": None}
 
     def gpu(model, camera, background):
@@ -91,17 +113,18 @@ def make_renderer(device: str, adapter_filter: str | None = None, echo=None):
 
 
 def render(model_path, data, camera_json, out_dir, background, limit, device, resolution=1,
-           sh_degree=None, drop_nonfinite=False) -> None:
+           sh_degree=None, drop_nonfinite=False, antialiased: bool | None = None) -> None:
     """Render a model from a scene's cameras (next to its images) or from a camera file.
 
     ``data``: 'default' (the embedded scene) or any scene ``train`` reads, at ``resolution``.
-    Without ``model_path`` the scene's point cloud is rendered as initial Gaussians.
+    Without ``model_path`` the scene's point cloud is rendered as initial Gaussians. The render
+    mode is the model's (its PLY header), unless ``antialiased`` says otherwise.
     """
     import click
 
     from .atomic_io import safe_file_stem
 
-    model = load_model(model_path, drop_nonfinite) if model_path else None
+    model, mode = load_model_and_mode(model_path, drop_nonfinite) if model_path else (None, "classic")
     dataset = load_training_data(data, resolution, False, background)
     if model is None:
         if dataset.points is None:
@@ -114,7 +137,8 @@ def render(model_path, data, camera_json, out_dir, background, limit, device, re
         views = [(cam, None) for cam in load_cameras_json(camera_json)]
     if limit is not None:
         views = views[:limit]
-    render_fn, path_name = make_renderer(device, echo=click.echo)
+    config = render_mode_for(mode, antialiased, click.echo)
+    render_fn, path_name = make_renderer(device, echo=click.echo, config=config)
     try:
         os.makedirs(out_dir, exist_ok=True)
     except OSError as exc:
@@ -128,8 +152,8 @@ def render(model_path, data, camera_json, out_dir, background, limit, device, re
         save_png(os.path.join(out_dir, f"{name}.png"), image)
         if gt is not None:
             save_png(os.path.join(out_dir, f"{name}_gt.png"), dataset.load_image(gt))
-    click.echo(f"Rendered {len(views)} views of {len(model)} Gaussians on {path_name} "
-               f"(median {1000 * float(np.median(times)):.1f} ms/view) into {out_dir}")
+    click.echo(f"Rendered {len(views)} views of {len(model)} Gaussians ({config.mode}) on "
+               f"{path_name} (median {1000 * float(np.median(times)):.1f} ms/view) into {out_dir}")
 
 
 def load_training_data(data: str, resolution: int, eval_split: bool, background):
@@ -147,12 +171,15 @@ def load_training_data(data: str, resolution: int, eval_split: bool, background)
         raise UserError(str(exc)) from None
 
 
-def make_step_factory(device: str, adapter_filter: str | None, echo):
-    """Pick the path: returns ``(factory, description)`` where ``factory`` builds a TrainStep."""
+def make_step_factory(device: str, adapter_filter: str | None, echo,
+                      config: RenderConfig = CLASSIC):
+    """Pick the path: returns ``(factory, description)`` where ``factory`` builds a TrainStep
+    rendering in ``config``'s mode."""
     from .reference.step import CpuTrainStep
 
     def cpu_factory(arrays, optim, background, lambda_dssim, regularizers):
-        return CpuTrainStep(arrays, optim, background, lambda_dssim, regularizers=regularizers)
+        return CpuTrainStep(arrays, optim, background, lambda_dssim, regularizers=regularizers,
+                            render_config=config)
 
     ctx = None if device == "cpu" else gpu_context(device, adapter_filter, echo)
     if ctx is None:
@@ -168,7 +195,7 @@ def make_step_factory(device: str, adapter_filter: str | None, echo):
 
     def gpu_factory(arrays, optim, background, lambda_dssim, regularizers):
         return GpuTrainStep(ctx, arrays, optim, background, lambda_dssim,
-                            regularizers=regularizers)
+                            regularizers=regularizers, render_config=config)
 
     return gpu_factory, f"gpu ({ctx.name})"
 
@@ -186,7 +213,8 @@ def _run_settings(cfg, run: dict) -> dict:
             "white_background": tuple(cfg.background) == (1.0, 1.0, 1.0), "seed": cfg.seed,
             "eval_at": tuple(cfg.eval_at), "lr_scale": cfg.optim.lr_scale,
             "strategy": cfg.strategy, "cap_max": m.cap_max, "mcmc_noise_lr": m.noise_lr,
-            "opacity_reg": m.opacity_reg, "scale_reg": m.scale_reg}
+            "opacity_reg": m.opacity_reg, "scale_reg": m.scale_reg,
+            "antialiased": cfg.render_mode == "antialiased"}
 
 
 _FLAG_NAMES = {"data": "DATA", "eval_split": "--eval", "resolution": "-r/--resolution"}
@@ -236,7 +264,7 @@ def train(data="default", out_dir=None, preset="default", iters=None, eval_split
           opacity_reset_every=None, prune_screen_size=None, white_background=False, seed=0,
           resume=None, eval_at=None, preview=False, overwrite=False, lr_scale=1.0,
           strategy="adc", cap_max=None, mcmc_noise_lr=None, opacity_reg=None, scale_reg=None,
-          given=frozenset()) -> None:
+          antialiased=False, given=frozenset()) -> None:
     """The ``train`` command (its flags, by name). ``given``: the names of the flags given on the
     command line (a resumed run checks them against its own configuration instead of applying
     them)."""
@@ -269,6 +297,7 @@ def train(data="default", out_dir=None, preset="default", iters=None, eval_split
     cfg.seed = seed
     cfg.background = (1.0, 1.0, 1.0) if white_background else (0.0, 0.0, 0.0)
     cfg.optim = replace(cfg.optim, lr_scale=float(lr_scale))
+    cfg.render_mode = "antialiased" if antialiased else "classic"
     run_info = dict(data=data if data == "default" else os.path.abspath(data), resolution=resolution,
                     eval_split=eval_split, preset=preset)
     if resume and overwrite:
@@ -318,9 +347,10 @@ def _train_in(out_dir, cfg, run_info, data, resolution, eval_split, device, adap
             dataset.preload(progress=bar.update)
         except DatasetError as exc:
             raise UserError(str(exc)) from None
-    factory, path_name = make_step_factory(device, adapter_filter, click.echo)
+    factory, path_name = make_step_factory(device, adapter_filter, click.echo,
+                                           render_config(cfg.render_mode))
     click.echo(f"Training {len(dataset.train_indices)} views ({len(dataset.test_indices)} held out) "
-               f"for {cfg.iters} steps on {path_name} -> {out_dir}")
+               f"for {cfg.iters} steps ({cfg.render_mode}) on {path_name} -> {out_dir}")
     trainer = Trainer(dataset, cfg, out_dir, factory, log=click.echo,
                       run_info=dict(run_info, device=path_name))
     on_step = None
@@ -397,7 +427,7 @@ class _preview_hook:
 
 
 def view(model_path, data, resolution, size, background, screenshot, frames, adapter_filter,
-         drop_nonfinite=False) -> None:
+         drop_nonfinite=False, antialiased: bool | None = None) -> None:
     import click
 
     from .gpu.renderer import GpuRenderer
@@ -409,7 +439,8 @@ def view(model_path, data, resolution, size, background, screenshot, frames, ada
         assert w > 0 and h > 0
     except (ValueError, AssertionError):
         raise UserError(f"--size takes WIDTHxHEIGHT, got {size!r}") from None
-    model = load_model(model_path, drop_nonfinite)
+    model, mode = load_model_and_mode(model_path, drop_nonfinite)
+    config = render_mode_for(mode, antialiased, click.echo)
     cameras = []
     if data:
         cameras = list(load_training_data(data, resolution, False, background).cameras)
@@ -421,7 +452,7 @@ def view(model_path, data, resolution, size, background, screenshot, frames, ada
     if w > side or h > side or w * h > pixels:
         raise UserError(f"--size {w}x{h} is beyond this adapter: at most {side} px a side and "
                         f"{pixels / 1e6:.1f} megapixels")
-    renderer = GpuRenderer(ctx)
+    renderer = GpuRenderer(ctx, config=config)
     upload_to_gpu(renderer, model, "the viewer renders on the GPU; render views with "
                                    "'render --device cpu' instead")
     if cameras:
@@ -430,7 +461,8 @@ def view(model_path, data, resolution, size, background, screenshot, frames, ada
     else:
         orbit = OrbitCamera.for_points(model.means)
     try:
-        viewer = Viewer(ctx, renderer, orbit, size=(w, h), title=f"wgsl_splat — {os.path.basename(model_path)}",
+        viewer = Viewer(ctx, renderer, orbit, size=(w, h),
+                        title=f"wgsl_splat — {os.path.basename(model_path)} ({config.mode})",
                         cameras=cameras, background=background)
     except ViewerError as exc:
         raise UserError(str(exc)) from None
@@ -454,22 +486,40 @@ def latest_ply(out_dir: str) -> tuple[int, str]:
     return max(found)
 
 
+def parse_scales(text: str | None) -> list[float]:
+    """``--scales 1,0.5,0.25`` -> [1.0, 0.5, 0.25] (positive numbers); None -> [1.0]."""
+    if text is None:
+        return [1.0]
+    try:
+        scales = [float(v) for v in text.split(",") if v.strip()]
+    except ValueError:
+        scales = []
+    if not scales or not all(np.isfinite(s) and s > 0 for s in scales):
+        raise UserError(f"--scales takes comma-separated positive numbers, got {text!r}")
+    return scales
+
+
 def evaluate(out_dir: str, data: str | None, iteration: int | None, device: str,
-             drop_nonfinite: bool = False) -> None:
-    """Re-evaluate a finished run on its held-out views (same data, resolution and split)."""
+             drop_nonfinite: bool = False, scales: str | None = None,
+             antialiased: bool | None = None) -> None:
+    """Re-evaluate a finished run on its held-out views (same data, resolution and split); with
+    ``scales``, also at other resolutions: scale s renders the cameras at s times the training
+    resolution against ground truth area-downscaled from the source images (Mip-Splatting's
+    multi-scale protocol; s > 1 needs sources larger than the training images)."""
     from .run_dir import RunDirError, lock_folder
 
     if not os.path.isfile(os.path.join(out_dir, "cfg.json")):
         raise UserError(f"{out_dir} has no cfg.json: is it a training output folder?")
+    scale_list = parse_scales(scales)
     try:
         lock = lock_folder(out_dir)   # a run training there would write metrics.json too
     except RunDirError as exc:
         raise UserError(str(exc)) from None
     with lock:
-        _evaluate(out_dir, data, iteration, device, drop_nonfinite)
+        _evaluate(out_dir, data, iteration, device, drop_nonfinite, scale_list, antialiased)
 
 
-def _evaluate(out_dir, data, iteration, device, drop_nonfinite) -> None:
+def _evaluate(out_dir, data, iteration, device, drop_nonfinite, scale_list, antialiased) -> None:
     import click
 
     from .atomic_io import write_json
@@ -485,21 +535,34 @@ def _evaluate(out_dir, data, iteration, device, drop_nonfinite) -> None:
         iteration, ply_path = latest_ply(out_dir)
     else:
         ply_path = os.path.join(out_dir, "point_cloud", f"iteration_{iteration}", "point_cloud.ply")
-    model = load_model(ply_path, drop_nonfinite)
+    model, mode = load_model_and_mode(ply_path, drop_nonfinite)
+    config = render_mode_for(mode, antialiased, click.echo)
     background = tuple(cfg.get("background", (0.0, 0.0, 0.0)))
-    dataset = load_training_data(data, run.get("resolution", 1), run.get("eval_split", True), background)
-    render_fn, path_name = make_renderer(device, echo=click.echo)
-    result = evaluate_views(dataset, lambda cam: render_fn(model, cam, background), out_dir, iteration,
-                            lpips=Lpips())
-    result["num_gaussians"] = len(model)
+    train_resolution = float(run.get("resolution", 1))
+    render_fn, path_name = make_renderer(device, echo=click.echo, config=config)
+    lpips = Lpips()
     metrics_path = os.path.join(out_dir, "metrics.json")
     metrics = {}
     if os.path.isfile(metrics_path):
         with open(metrics_path) as f:
             metrics = json.load(f)
-    metrics[f"eval_iteration_{iteration}"] = result
-    write_json(metrics_path, metrics)
-    click.echo(result["line"] + f" ({path_name}; written to {metrics_path})")
+    for scale in scale_list:
+        resolution = train_resolution / scale
+        if resolution < 1.0:
+            raise UserError(f"scale {scale:g} needs images {scale:g}x the training resolution "
+                            f"(-r {train_resolution:g}), larger than the source images")
+        dataset = load_training_data(data, resolution, run.get("eval_split", True), background)
+        folder = out_dir if scale == 1.0 else os.path.join(out_dir, f"scale_{scale:g}")
+        result = evaluate_views(dataset, lambda cam: render_fn(model, cam, background), folder,
+                                iteration, lpips=lpips)
+        cam = dataset.cameras[(dataset.test_indices or dataset.train_indices)[0]]
+        result.update(num_gaussians=len(model), render_mode=config.mode, scale=scale,
+                      resolution=resolution, size=f"{cam.width}x{cam.height}")
+        key = f"eval_iteration_{iteration}" + ("" if scale == 1.0 else f"_scale_{scale:g}")
+        metrics[key] = result
+        write_json(metrics_path, metrics)
+        click.echo(f"scale {scale:g} ({result['size']}, {config.mode}): " + result["line"]
+                   + f" ({path_name}; written to {metrics_path})")
 
 
 def devices() -> None:
@@ -516,26 +579,32 @@ def devices() -> None:
         click.echo(f"[{i}] {adapter_summary(adapter)}")
 
 
-def gradcheck(n, width, height, seed, sh_degree, variants, tolerance, adapter_filter) -> None:
+def gradcheck(n, width, height, seed, sh_degree, variants, tolerance, adapter_filter,
+              antialiased=False) -> None:
     import click
 
     from .gpu.step import GpuTrainStep
     from .gradcheck import compare, format_table, make_problem
     from .optim import OptimConfig
+    from .random_scene import filter_cameras
 
     ctx = gpu_context("gpu", adapter_filter, click.echo, "gradcheck needs a GPU adapter")
     if seed is None:
         seed = int(np.random.SeedSequence().entropy % (1 << 32))
-    model, cam, target = make_problem(seed, n, width, height, sh_degree)
+    config = render_config("antialiased" if antialiased else "classic")
+    model, cam, target = make_problem(seed, n, width, height, sh_degree, config=config)
     click.echo(f"Random scene: seed {seed}, {n} Gaussians (edge cases included), SH degree "
-               f"{sh_degree}, {width}x{height}")
+               f"{sh_degree}, {width}x{height}, {config.mode}")
     combos = [(None, None)]
     if variants == "all":
         combos = [(fa, sg) for fa in (True, False) for sg in (True, False)
                   if (ctx.has_float_atomics or not fa) and (ctx.has_subgroups or not sg)]
     failed = False
     for fa, sg in combos:
-        step = GpuTrainStep(ctx, model, OptimConfig(), float_atomics=fa, subgroups=sg)
+        step = GpuTrainStep(ctx, model, OptimConfig(), float_atomics=fa, subgroups=sg,
+                            render_config=config)
+        step.set_filter_cameras(filter_cameras(cam))
+        step.update_filter_3d()
         errors = compare(step, model, cam, target, tolerance=tolerance)
         click.echo(f"\nGPU ({step.backward.variant}) vs NumPy reference (float64):")
         click.echo(format_table(errors))
@@ -545,8 +614,17 @@ def gradcheck(n, width, height, seed, sh_degree, variants, tolerance, adapter_fi
         raise SystemExit(1)
 
 
-def bench(presets, n, width, height, device, steps, warmup, json_path, no_stages, adapter_filter) -> None:
+def bench(presets, n, width, height, device, steps, warmup, json_path, no_stages, adapter_filter,
+          modes: str = "classic") -> None:
     import click
+
+    from .render_config import RENDER_MODES
+
+    mode_list = [m.strip() for m in modes.split(",") if m.strip()]
+    bad = [m for m in mode_list if m not in RENDER_MODES]
+    if bad or not mode_list:
+        raise UserError(f"unknown render mode(s) {', '.join(bad) or repr(modes)}; choose from "
+                        f"{', '.join(RENDER_MODES)}")
 
     from .atomic_io import write_json
     from .bench import PRESETS, SEED_PRESETS, Config, format_report, run_bench
@@ -573,7 +651,8 @@ def bench(presets, n, width, height, device, steps, warmup, json_path, no_stages
             if device == "gpu":
                 raise UserError(str(exc)) from None
             click.echo(f"Warning: {exc}; timing the NumPy path only")
-    report = run_bench(configs, devices, steps, warmup, ctx, stages=not no_stages, echo=click.echo)
+    report = run_bench(configs, devices, steps, warmup, ctx, stages=not no_stages, echo=click.echo,
+                       modes=tuple(mode_list))
     click.echo(format_report(report))
     if json_path:
         write_json(json_path, report)

@@ -6,6 +6,7 @@ import dataclasses
 from dataclasses import dataclass, field
 
 from .optim import OptimConfig
+from .render_config import check_mode
 from .strategy import STRATEGIES, ADCConfig, MCMCConfig
 
 
@@ -24,10 +25,14 @@ class TrainConfig:
     log_every: int = 100
     random_init_points: int = 100_000         # when the scene has no point cloud
     lpips: bool = True                        # LPIPS-VGG at the final evaluation when installed
+    render_mode: str = "classic"              # or "antialiased" (Mip-Splatting; render_config.py)
     strategy: str = "adc"                     # densification: adc (3DGS) or mcmc (3DGS-MCMC)
     adc: ADCConfig = field(default_factory=ADCConfig)
     mcmc: MCMCConfig = field(default_factory=MCMCConfig)
     optim: OptimConfig = field(default_factory=OptimConfig)
+
+    def __post_init__(self) -> None:
+        check_mode(self.render_mode)
 
     def to_dict(self) -> dict:
         return dataclasses.asdict(self)

@@ -381,7 +381,7 @@ def default_dataset(*, resolution: int = 1, eval_split: bool = False, width: int
     from .datasets import Dataset, check_downscale
 
     check_downscale(resolution, [(width, height)])
-    scene = make_default_scene(max(8, width // resolution), max(8, height // resolution),
+    scene = make_default_scene(max(8, int(width // resolution)), max(8, int(height // resolution)),
                                num_cameras=num_cameras, num_points=num_points, background=background)
     n = len(scene.cameras)
     test = [i for i in range(n) if i % 8 == 0] if eval_split else []

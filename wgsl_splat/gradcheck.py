@@ -18,7 +18,8 @@ import numpy as np
 
 from .camera import Camera
 from .model import GaussianModel
-from .random_scene import random_scene
+from .random_scene import filter_cameras, random_scene
+from .render_config import CLASSIC, RenderConfig
 
 TOLERANCE = 1e-3
 
@@ -47,8 +48,18 @@ def rel_error(a: np.ndarray, b: np.ndarray) -> tuple[float, float]:
 L1_KINK_MARGIN = 1e-3
 
 
+def _reference_args(model: GaussianModel, cam: Camera, config: RenderConfig) -> dict:
+    """Render arguments of the reference for ``config``: antialiased, the 3D filter from the
+    test cameras of :func:`~wgsl_splat.random_scene.filter_cameras` (those a test hands the step)."""
+    if not config.antialiased:
+        return {}
+    from .reference import compute_filter_3d
+
+    return dict(config=config, filter_3d=compute_filter_3d(model.means, filter_cameras(cam), config))
+
+
 def away_from_thresholds(model: GaussianModel, cam: Camera, background, rng,
-                         rounds: int = 6) -> GaussianModel:
+                         rounds: int = 6, config: RenderConfig = CLASSIC) -> GaussianModel:
     """``model`` with the few splats that sit on a discrete decision of the forward pass
     (:func:`threshold_splats`: an α at 1/255, a depth tie, a colour at its clamp ...) nudged off it:
     opacity logit +0.05 (or below the α clamp), DC colour +0.02, mean moved by ~1e-3. At such points float32 and float64
@@ -58,7 +69,9 @@ def away_from_thresholds(model: GaussianModel, cam: Camera, background, rng,
 
     model = model.copy()
     for _ in range(rounds):
-        flag = threshold_splats(render(model.astype(np.float64), cam, background), cam)
+        m64 = model.astype(np.float64)
+        flag = threshold_splats(render(m64, cam, background, **_reference_args(m64, cam, config)),
+                                cam)
         if not flag.any():
             break
         k = int(flag.sum())
@@ -73,10 +86,11 @@ def away_from_thresholds(model: GaussianModel, cam: Camera, background, rng,
 
 
 def make_problem(seed: int, n: int, width: int, height: int, sh_degree: int = 3,
-                 edge_cases: bool = True, background=(0.0, 0.0, 0.0)
-                 ) -> tuple[GaussianModel, Camera, np.ndarray]:
+                 edge_cases: bool = True, background=(0.0, 0.0, 0.0),
+                 config: RenderConfig = CLASSIC) -> tuple[GaussianModel, Camera, np.ndarray]:
     """A random float32 model, a camera and a target image: the reference render of the same scene
-    with perturbed means and colours (so the loss and its gradient are not trivial).
+    with perturbed means and colours (so the loss and its gradient are not trivial). In the
+    antialiased mode the problem is made for the 3D filter of ``filter_cameras(camera)``.
 
     The L1 term has a kink where a rendered value equals its target; there float32 and float64
     may take different (equally valid) subgradients, ±(1-λ)/n per value, which near an opaque
@@ -93,9 +107,10 @@ def make_problem(seed: int, n: int, width: int, height: int, sh_degree: int = 3,
     other = model.copy()
     other.means += rng.normal(0, 0.05, other.means.shape).astype(np.float32)
     other.sh[:, 0] += rng.normal(0, 0.3, other.sh[:, 0].shape).astype(np.float32)
-    model = away_from_thresholds(model, cam, background, rng)
-    target = render(other.astype(np.float64), cam, background).image
-    image = render(model.astype(np.float64), cam, background).image
+    model = away_from_thresholds(model, cam, background, rng, config=config)
+    o64, m64 = other.astype(np.float64), model.astype(np.float64)
+    target = render(o64, cam, background, **_reference_args(o64, cam, config)).image
+    image = render(m64, cam, background, **_reference_args(m64, cam, config)).image
     gap = target - image
     near = np.abs(gap) < L1_KINK_MARGIN
     target[near] = image[near] + np.where(gap[near] >= 0, L1_KINK_MARGIN, -L1_KINK_MARGIN)
@@ -120,17 +135,15 @@ def threshold_splats(out, camera: Camera, margin: float = THRESHOLD_MARGIN) -> n
     flipped decision changes the gradient by a finite amount (a whole pair's contribution), which
     in a small scene can exceed the comparison's bound; :func:`away_from_thresholds` moves the test
     problems off these points. Conservative (flags more than can flip); from the reference alone."""
-    from .reference import ALPHA_MAX, ALPHA_MIN, T_MIN
-    from .reference.projection import FRUSTUM_CLAMP, NEAR_PLANE
-
     proj = out.proj
+    cfg = proj.config
     tm = proj.terms
     # per splat: a colour channel at the max(·, 0) clamp (its gradient is masked below 0), the view
     # ray's tangent at the ±1.3·tan(half-fov) clamp of the Jacobian, the depth at the near plane
     flag = np.any(np.abs(tm["colors_raw"]) < margin, axis=1)
     for u, tan in (("ux", camera.tan_half_fov_x), ("uy", camera.tan_half_fov_y)):
-        flag |= np.abs(np.abs(tm[u]) / (FRUSTUM_CLAMP * tan) - 1.0) < margin
-    flag |= np.abs(proj.depths / NEAR_PLANE - 1.0) < margin
+        flag |= np.abs(np.abs(tm[u]) / (cfg.frustum_clamp * tan) - 1.0) < margin
+    flag |= np.abs(proj.depths / cfg.near_plane - 1.0) < margin
     for tile in out.raster.structure.tiles:
         ids = tile.ids
         if len(ids) == 0:
@@ -140,14 +153,14 @@ def threshold_splats(out, camera: Camera, margin: float = THRESHOLD_MARGIN) -> n
         a, b, c = (proj.conics[ids, k][None, :] for k in range(3))
         power = -0.5 * (a * dx * dx + c * dy * dy) - b * dx * dy
         alpha_raw = proj.opacities[ids][None, :] * np.exp(np.minimum(power, 0.0))
-        near = ((np.abs(alpha_raw / ALPHA_MIN - 1.0) < margin)
-                | (np.abs(alpha_raw / ALPHA_MAX - 1.0) < margin) | (np.abs(power) < 1e-6))
-        alpha = np.where(tile.composited, np.minimum(alpha_raw, ALPHA_MAX), 0.0)
+        near = ((np.abs(alpha_raw / cfg.alpha_min - 1.0) < margin)
+                | (np.abs(alpha_raw / cfg.alpha_max - 1.0) < margin) | (np.abs(power) < 1e-6))
+        alpha = np.where(tile.composited, np.minimum(alpha_raw, cfg.alpha_max), 0.0)
         t_after = np.cumprod(1.0 - alpha, axis=1)
-        cand = (power <= 0.0) & (np.minimum(alpha_raw, ALPHA_MAX) >= ALPHA_MIN)
+        cand = (power <= 0.0) & (np.minimum(alpha_raw, cfg.alpha_max) >= cfg.alpha_min)
         t_test = np.concatenate([np.ones_like(t_after[:, :1]), t_after[:, :-1]], axis=1) * \
-            (1.0 - np.minimum(alpha_raw, ALPHA_MAX))
-        near |= cand & (np.abs(t_test / T_MIN - 1.0) < T_MARGIN)
+            (1.0 - np.minimum(alpha_raw, cfg.alpha_max))
+        near |= cand & (np.abs(t_test / cfg.t_min - 1.0) < T_MARGIN)
         flag[ids[near.any(axis=0)]] = True
         depth = proj.depths[ids]
         order = np.argsort(depth, kind="stable")
@@ -163,7 +176,7 @@ def compare(step, model: GaussianModel, cam: Camera, target: np.ndarray,
     from .reference import loss_and_grad, render, render_backward
 
     m64 = model.astype(np.float64)
-    out = render(m64, cam, step.background, active_sh_degree=active_sh_degree)
+    out = render(m64, cam, step.background, active_sh_degree=active_sh_degree, **_mode(step))
     loss, dimg, _ = loss_and_grad(out.image, target.astype(np.float64), step.lambda_dssim)
     ref = render_backward(m64, cam, out, dimg)
     gpu = step.gradients(cam, target, active_sh_degree=active_sh_degree)
@@ -180,10 +193,17 @@ def compare_backward(step, model: GaussianModel, cam: Camera, dL_dimage: np.ndar
     from .reference import render, render_backward
 
     m64 = model.astype(np.float64)
-    out = render(m64, cam, step.background, active_sh_degree=active_sh_degree)
+    out = render(m64, cam, step.background, active_sh_degree=active_sh_degree, **_mode(step))
     ref = render_backward(m64, cam, out, np.asarray(dL_dimage, np.float64))
     gpu = step.gradients(cam, dL_dimage=dL_dimage, active_sh_degree=active_sh_degree)
     return _param_and_screen_errors(gpu, ref)
+
+
+def _mode(step) -> dict:
+    """The reference's render arguments for the step's mode: its configuration and, antialiased,
+    the very float32 3D filter the device holds."""
+    f = step.filter_3d()
+    return dict(config=step.render_config, filter_3d=None if f is None else f.astype(np.float64))
 
 
 def _param_and_screen_errors(gpu, ref) -> list[GroupError]:

@@ -11,6 +11,13 @@ original 3DGS code and the common splat viewers read and write, so models intero
 
 The reader parses the header itself (no ``plyfile`` dependency), looks properties up by name, and
 accepts ascii, binary little- and big-endian files with any numeric property types.
+
+Render mode (docs/antialiasing.md): the header carries ``comment wgsl_splat render_mode MODE``
+(``classic`` or ``antialiased``; a file without it is classic, one naming another mode is refused).
+An antialiased model is written with its 3D filter fused into the standard fields (scales
+``sqrt(s² + f²)``, opacity ``σ·c3``, as Mip-Splatting's fused export) so that other viewers show
+the filtered model, and the header says so with ``comment wgsl_splat filter_3d fused``: our loader
+then renders it with the 2D Mip filter and no further 3D filter, which is the trained model's image.
 """
 
 from __future__ import annotations
@@ -24,8 +31,10 @@ import numpy as np
 
 from .atomic_io import atomic_open
 from .model import GaussianModel, num_sh_coeffs
+from .render_config import RENDER_MODES
 
-__all__ = ["PlyError", "NonFinitePlyError", "save_ply", "load_ply", "ply_property_names"]
+__all__ = ["PlyError", "NonFinitePlyError", "save_ply", "load_ply", "load_ply_with_mode",
+           "ply_property_names"]
 
 
 class PlyError(ValueError):
@@ -59,7 +68,11 @@ def ply_property_names(sh_degree: int) -> list[str]:
 # writing
 # ------------------------------------------------------------------------------------------------
 
-def _encode(model: GaussianModel) -> tuple[bytes, np.ndarray]:
+_MODE_COMMENT = "wgsl_splat render_mode"
+_FUSED_COMMENT = "wgsl_splat filter_3d fused"
+
+
+def _encode(model: GaussianModel, comments=()) -> tuple[bytes, np.ndarray]:
     """Header bytes and the (N, P) little-endian float32 payload for ``model``."""
     n, k = model.num, model.sh.shape[1]
     sh = np.asarray(model.sh, dtype=np.float32)
@@ -77,19 +90,30 @@ def _encode(model: GaussianModel) -> tuple[bytes, np.ndarray]:
     data = np.ascontiguousarray(np.concatenate(columns, axis=1), dtype="<f4")
     names = ply_property_names(model.sh_degree)
     assert data.shape[1] == len(names)
-    header = "\n".join(["ply", "format binary_little_endian 1.0", f"element vertex {n}"]
+    header = "\n".join(["ply", "format binary_little_endian 1.0"]
+                       + [f"comment {c}" for c in comments] + [f"element vertex {n}"]
                        + [f"property float {name}" for name in names] + ["end_header", ""])
     return header.encode("ascii"), data
 
 
-def save_ply(path, model: GaussianModel) -> None:
-    """Write ``model`` to ``path`` in the 3DGS PLY layout, atomically.
+def save_ply(path, model: GaussianModel, render_mode: str = "classic",
+             filter_3d: np.ndarray | None = None) -> None:
+    """Write ``model`` to ``path`` in the 3DGS PLY layout, atomically, marked with its render mode;
+    an antialiased model's ``filter_3d`` is fused into the written scales and opacities.
 
     The data goes to a temp file in the same directory which then replaces ``path``, so readers
     (and a crash mid-write) never see a half-written file and an existing file stays intact when
     writing fails.
     """
-    header, data = _encode(model)
+    if render_mode not in RENDER_MODES:
+        raise ValueError(f"unknown render mode {render_mode!r}")
+    comments = [f"{_MODE_COMMENT} {render_mode}"]
+    if render_mode == "antialiased" and filter_3d is not None:
+        from .reference.filter3d import fuse_filter_3d
+
+        model = fuse_filter_3d(model, filter_3d)
+        comments.append(_FUSED_COMMENT)
+    header, data = _encode(model, comments)
     with atomic_open(path) as f:
         f.write(header)
         f.write(data.reshape(-1).view(np.uint8))  # the array's own buffer, no bytes copy
@@ -124,8 +148,9 @@ def _parse_type(name: str, line: str) -> str:
         raise PlyError(f"unknown PLY property type {name!r} in header line {line!r}") from None
 
 
-def _read_header(f) -> tuple[str, list[_Element]]:
-    """Parse the header from ``f`` (left positioned at the first data byte)."""
+def _read_header(f, comments: list | None = None) -> tuple[str, list[_Element]]:
+    """Parse the header from ``f`` (left positioned at the first data byte); the text of its
+    ``comment`` lines goes to ``comments``."""
     magic = f.readline(16)
     if magic.rstrip(b"\r\n") != b"ply":
         raise PlyError("not a PLY file (missing 'ply' magic line)")
@@ -144,6 +169,8 @@ def _read_header(f) -> tuple[str, list[_Element]]:
         except UnicodeDecodeError:
             raise PlyError("PLY header contains non-ASCII bytes") from None
         words = line.split()
+        if words and words[0] == "comment" and comments is not None:
+            comments.append(" ".join(words[1:]))
         if not words or words[0] in ("comment", "obj_info"):
             continue
         key = words[0]
@@ -227,6 +254,17 @@ class NonFinitePlyError(PlyError):
     """Some Gaussians of the file hold NaN or infinity (``load_ply(drop_nonfinite=True)`` drops them)."""
 
 
+def _render_mode(comments: list[str]) -> str:
+    modes = [c[len(_MODE_COMMENT):].strip() for c in comments if c.startswith(_MODE_COMMENT + " ")]
+    mode = modes[-1] if modes else "classic"
+    if mode not in RENDER_MODES:
+        raise PlyError(f"the header declares render mode {mode!r}, which this version does not "
+                       f"know (it renders {', '.join(RENDER_MODES)})")
+    if mode == "classic" and _FUSED_COMMENT in comments:
+        raise PlyError("the header marks a fused 3D filter on a classic model")
+    return mode
+
+
 def load_ply(path, *, drop_nonfinite: bool = False, notes: list | None = None) -> GaussianModel:
     """Read a 3DGS PLY written by :func:`save_ply` or by other 3DGS tools (float32 model).
 
@@ -235,10 +273,19 @@ def load_ply(path, *, drop_nonfinite: bool = False, notes: list | None = None) -
     parameter raise :class:`NonFinitePlyError` (how many, in which properties) or, with
     ``drop_nonfinite``, are dropped with a line appended to ``notes``.
     """
+    return load_ply_with_mode(path, drop_nonfinite=drop_nonfinite, notes=notes)[0]
+
+
+def load_ply_with_mode(path, *, drop_nonfinite: bool = False,
+                       notes: list | None = None) -> tuple[GaussianModel, str]:
+    """:func:`load_ply` and the render mode the header declares (``classic`` without one; an
+    antialiased model comes with its 3D filter fused in, see the module docstring)."""
     path = os.fspath(path)
+    comments: list[str] = []
     with open(path, "rb") as f:
         try:
-            fmt, elements = _read_header(f)
+            fmt, elements = _read_header(f, comments)
+            mode = _render_mode(comments)
         except PlyError as exc:
             raise PlyError(f"{path}: {exc}") from None
         try:
@@ -294,4 +341,4 @@ def load_ply(path, *, drop_nonfinite: bool = False, notes: list | None = None) -
         quats=stack(["rot_0", "rot_1", "rot_2", "rot_3"]),
         opacity_logits=cols["opacity"],
         sh=sh,
-    )
+    ), mode

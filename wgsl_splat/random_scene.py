@@ -77,3 +77,20 @@ def random_scene(rng: np.random.Generator, n: int = 64, width: int = 70, height:
         model = model.with_sh_degree(sh_degree)
     assert model.sh.shape[1] == num_sh_coeffs(sh_degree)
     return model.astype(dtype), cam
+
+
+def filter_cameras(camera: Camera, count: int = 4) -> list[Camera]:
+    """``camera`` and ``count`` more of its size looking at the origin from nearer, farther and
+    beside it (deterministic): training views for the antialiased mode's 3D filter in tests."""
+    eye = camera.center
+    dist = float(np.linalg.norm(eye))
+    side = np.cross(eye, [0.0, 1.0, 0.0] if abs(eye[1]) < 0.9 * dist else [0.0, 0.0, 1.0])
+    side *= 0.4 * dist / max(np.linalg.norm(side), 1e-12)
+    cams = [camera]
+    for k in range(count):
+        position = eye * (0.6 + 0.3 * k) + side * (-1.0) ** k
+        up = (0.0, -1.0, 0.0) if abs(position[1]) < 0.9 * np.linalg.norm(position) else (0.0, 0.0, 1.0)
+        fov = np.degrees(2.0 * np.arctan(camera.tan_half_fov_x))
+        cams.append(Camera.look_at(position, (0.0, 0.0, 0.0), up, fov_x_deg=fov,
+                                   width=camera.width, height=camera.height, name=f"filter_{k}"))
+    return cams

@@ -130,9 +130,13 @@ class DensifyReport:
 
 
 class TrainState(ABC):
-    """A run's per-Gaussian arrays on one path, with the row operations (module doc)."""
+    """A run's per-Gaussian arrays on one path, with the row operations (module doc).
+
+    :attr:`rows_version` counts the edits that changed the set of rows (anything but the opacity
+    reset): what depends on the set (the antialiased mode's 3D filter) is recomputed after one."""
 
     stat_names: tuple[str, ...]
+    rows_version: int = 0
 
     @property
     @abstractmethod
@@ -153,7 +157,9 @@ class TrainState(ABC):
 
     @abstractmethod
     def reset_opacity(self, value: float) -> None:
-        """opacity ← min(opacity, value) and its Adam moments zeroed (3DGS ``reset_opacity``)."""
+        """opacity ← min(opacity, value) and its Adam moments zeroed (3DGS ``reset_opacity``); in
+        the antialiased mode the cap applies to the opacity as rendered (with the 3D filter's
+        compensation), as Mip-Splatting does."""
 
     # -- strategy operations: decide a table where the data lives, then apply it -------------------
     @abstractmethod

@@ -18,6 +18,7 @@ import numpy as np
 from .camera import Camera
 from .model import GaussianModel
 from .optim import OptimConfig
+from .render_config import CLASSIC, RenderConfig
 from .state import TrainState
 
 DEFAULT_LAMBDA_DSSIM = 0.2
@@ -49,7 +50,12 @@ class StepResult:
 
 
 class TrainStep(ABC):
-    """Owns the training state of one path (parameters, Adam moments, statistics)."""
+    """Owns the training state of one path (parameters, Adam moments, statistics).
+
+    ``render_config`` picks the render mode; in the antialiased mode the step also owns the 3D
+    filter of every Gaussian (:meth:`set_filter_cameras`, :meth:`update_filter_3d`), which is not
+    optimised: it is recomputed from the training cameras when the trainer says so (after the
+    strategy changed the set of Gaussians, and on Mip-Splatting's schedule)."""
 
     #: Host seconds spent blocked on the device (the GPU path's submit and read-backs).
     blocked_seconds: float = 0.0
@@ -58,16 +64,30 @@ class TrainStep(ABC):
 
     def __init__(self, config: OptimConfig, background=(0.0, 0.0, 0.0),
                  lambda_dssim: float = DEFAULT_LAMBDA_DSSIM,
-                 regularizers: Regularizers = Regularizers()):
+                 regularizers: Regularizers = Regularizers(),
+                 render_config: RenderConfig | None = None):
         self.config = config
         self.background = np.asarray(background, dtype=np.float32).reshape(3)
         self.lambda_dssim = lambda_dssim
         self.regularizers = regularizers
+        self.render_config = render_config or CLASSIC
+        self.filter_cameras: list[Camera] = []
 
     @property
     @abstractmethod
     def state(self) -> TrainState:
         """The per-Gaussian arrays and their row operations."""
+
+    def set_filter_cameras(self, cameras: list[Camera]) -> None:
+        """The cameras whose sampling rates bound the 3D filter (the training views)."""
+        self.filter_cameras = list(cameras)
+
+    def update_filter_3d(self) -> None:
+        """Recompute the 3D filter from the current means (antialiased mode; else nothing)."""
+
+    def filter_3d(self) -> np.ndarray | None:
+        """The 3D filter on the host, (N,) float32 (None in the classic mode)."""
+        return None
 
     @abstractmethod
     def step(self, camera: Camera, target: np.ndarray | None, active_sh_degree: int | None = None,

@@ -183,6 +183,12 @@ def scene_extent(dataset) -> float:
     return extent
 
 
+def filter_3d_refresh_due(it: int, cfg: TrainConfig, strategy: Strategy) -> bool:
+    """Antialiased mode: besides after every densification round, Mip-Splatting recomputes the 3D
+    filter every 100 steps once densification has stopped, except in the last 100 steps."""
+    return it % 100 == 0 and strategy.refine_stop < it < cfg.iters - 100
+
+
 class Trainer:
     def __init__(self, dataset, cfg: TrainConfig, out_dir: str, step_factory, log=print,
                  run_info: dict | None = None):
@@ -302,7 +308,7 @@ class Trainer:
         d = os.path.join(self.out_dir, "point_cloud", f"iteration_{iteration}")
         os.makedirs(d, exist_ok=True)
         path = os.path.join(d, "point_cloud.ply")
-        save_ply(path, model)
+        save_ply(path, model, self.cfg.render_mode, self.step.filter_3d())
         return path
 
     def evaluate(self, iteration: int) -> dict:
@@ -358,6 +364,9 @@ class Trainer:
         self.step: TrainStep = self.step_factory(arrays, self.optim, cfg.background,
                                                  cfg.lambda_dssim, self.strategy.regularizers)
         ctx.max_gaussians = self.step.max_gaussians
+        # antialiased: the 3D filter from the training views (a resumed run recomputes it)
+        self.step.set_filter_cameras([self.dataset.cameras[i] for i in self.dataset.train_indices])
+        self.step.update_filter_3d()
         write_json(os.path.join(self.out_dir, "cfg.json"), dict(cfg.to_dict(), extent=self.extent,
                                                                 run=self.run_info,
                                                                 dataset_notes=list(self.dataset.notes)))
@@ -464,8 +473,12 @@ class Trainer:
                 # Densification (the strategy's hook) comes after the outputs, as in 3DGS: a
                 # checkpoint written below holds the edited state, so a resume continues exactly.
                 t3 = time.perf_counter()
+                version = self.step.state.rows_version
                 for line in self.strategy.after_step(it, self.step.state):
                     self.log(line, echo=False)
+                if (self.step.state.rows_version != version
+                        or filter_3d_refresh_due(it, cfg, self.strategy)):
+                    self.step.update_filter_3d()    # antialiased: the set's 3D filter
                 self.timing.add("densify", time.perf_counter() - t3)
 
                 if log_now:

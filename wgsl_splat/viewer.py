@@ -91,7 +91,7 @@ class Viewer:
     def _setup_surface(self) -> None:
         from rendercanvas.glfw import get_glfw_present_info  # noqa: PLC0415
 
-        from .gpu.shaders import load_source  # noqa: PLC0415
+        from .gpu.shaders import load_source, struct_dtype  # noqa: PLC0415
 
         wgpu = _wgpu()
         device = self.ctx.device
@@ -107,16 +107,18 @@ class Viewer:
         self._surface_size = (0, 0)
         src = load_source("present")
         module = device.create_shader_module(code=src.code, label="present.wgsl")
+        self._slots = {var: b for _, b, _, _, var in src.bindings}
         self._layout = device.create_bind_group_layout(entries=[
-            {"binding": 0, "visibility": wgpu.ShaderStage.FRAGMENT, "buffer": {"type": "uniform"}},
-            {"binding": 1, "visibility": wgpu.ShaderStage.FRAGMENT,
-             "buffer": {"type": "read-only-storage"}}])
+            {"binding": b, "visibility": wgpu.ShaderStage.FRAGMENT, "buffer": {"type": kind}}
+            for _, b, kind, _, _ in src.bindings])
         self._pipeline = device.create_render_pipeline(
             layout=device.create_pipeline_layout(bind_group_layouts=[self._layout]),
             vertex={"module": module, "entry_point": "vs_main"},
             fragment={"module": module, "entry_point": "fs_main", "targets": [{"format": self.format}]},
             primitive={"topology": "triangle-list"})
-        self._params = device.create_buffer(size=16, usage=wgpu.BufferUsage.UNIFORM | wgpu.BufferUsage.COPY_DST)
+        self._present = np.zeros((), struct_dtype(src, "PresentParams"))
+        self._params = device.create_buffer(size=self._present.nbytes,
+                                            usage=wgpu.BufferUsage.UNIFORM | wgpu.BufferUsage.COPY_DST)
         self._bind_group = None
         self._bound_image = None
 
@@ -230,10 +232,11 @@ class Viewer:
             image = r.pool["image"]
             if image is not self._bound_image:
                 self._bind_group = self.ctx.device.create_bind_group(layout=self._layout, entries=[
-                    {"binding": 0, "resource": {"buffer": self._params}},
-                    {"binding": 1, "resource": {"buffer": image}}])
+                    {"binding": self._slots["pp"], "resource": {"buffer": self._params}},
+                    {"binding": self._slots["image"], "resource": {"buffer": image}}])
                 self._bound_image = image
-            self.ctx.queue.write_buffer(self._params, 0, np.array([w, h, 0, 0], np.uint32))
+            self._present["size"][:2] = (w, h)
+            self.ctx.queue.write_buffer(self._params, 0, self._present.reshape(1).view(np.uint8))
             texture = self.context.get_current_texture()
             enc = self.ctx.device.create_command_encoder(label="present")
             rp = enc.begin_render_pass(color_attachments=[{

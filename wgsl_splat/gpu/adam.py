@@ -30,11 +30,10 @@ from .shaders import ShaderLibrary
 
 WG = 256
 PER_THREAD = 4
-MAX_SEGMENTS = 8
+MAX_SEGMENTS = 8                                 # the length of AdamParams.seg in adam.wgsl
 MAX_GROUPS_X = 65535
 BLOCK = WG * PER_THREAD                          # floats per workgroup (one vec4 per thread)
 MIXED = 0xFFFFFFFF
-UNIFORM_BYTES = 48 + 16 * MAX_SEGMENTS * 2      # sizeof(AdamParams) in adam.wgsl
 
 
 @dataclass(frozen=True)
@@ -145,11 +144,13 @@ class GpuAdam:
         self._pipeline = self.module.pipeline("adam_step", {"ZERO_GRAD": int(self.zero_grads)})
         self.n_uniform = f"{m}_params"
         self.n_blocks = f"{m}_blocks"
-        pool.get(self.n_uniform, UNIFORM_BYTES, buffer_usage(*UNIFORM_USAGE))
+        self._uniform = np.zeros((), self.module.struct_dtype("AdamParams"))
+        if self._uniform["seg"].shape[0] != MAX_SEGMENTS:
+            raise AssertionError("MAX_SEGMENTS differs from AdamParams.seg in adam.wgsl")
+        pool.get(self.n_uniform, self._uniform.nbytes, buffer_usage(*UNIFORM_USAGE))
         self.layout: ParamLayout | None = None
         self.step = 0
         self.last_lrs: dict[str, float] | None = None
-        self._uniform = np.zeros(UNIFORM_BYTES // 4, np.float32)
 
     # -- state --------------------------------------------------------------------------------------
     def configure(self, layout: ParamLayout) -> None:
@@ -160,15 +161,15 @@ class GpuAdam:
         nbytes = 4 * max(layout.total, 1)
         for role in ("params", "grads", "m", "v"):
             self.pool.get(self.names[role], nbytes)
-        u = self._uniform.view(np.uint32)
+        u = self._uniform
         total = layout.total
         groups = max(1, -(-total // (WG * PER_THREAD)))
         gx = min(groups, MAX_GROUPS_X)
         self._grid = (gx, -(-groups // gx))
-        u[0:4] = (total, len(layout.segments), gx, 0)
+        u["sizes"] = (total, len(layout.segments), gx, 0)
         for i, s in enumerate(layout.segments):
-            u[12 + 4 * i:16 + 4 * i] = (s.start, s.start + s.count, s.period, s.split)
-            self._uniform[44 + 4 * i + 2] = 1.0 / s.period
+            u["seg"][i] = (s.start, s.start + s.count, s.period, s.split)
+            u["lr"][i, 2] = 1.0 / s.period
         self.pool.get(self.n_blocks, 8 * gx * self._grid[1])
         self.pool.write(self.n_blocks, block_table(layout, gx * self._grid[1]))
 
@@ -202,15 +203,14 @@ class GpuAdam:
         lrs = cfg.lrs(t) if lrs is None else lrs
         bc1, bc2 = cfg.bias_corrections(t)
         inv_bc1 = 1.0 / bc1
-        f = self._uniform
-        f[4:8] = (1.0 - cfg.beta1, cfg.beta2, 1.0 - cfg.beta2, cfg.eps)
-        f[8] = np.sqrt(bc2)
+        u = self._uniform
+        u["hyper"] = (1.0 - cfg.beta1, cfg.beta2, 1.0 - cfg.beta2, cfg.eps)
+        u["hyper2"][0] = np.sqrt(bc2)
         for i, s in enumerate(self.layout.segments):
             rest = s.rest_group or s.group
             # float64 product rounded to f32, as the reference's float32 update does.
-            f[44 + 4 * i] = lrs[s.group] * inv_bc1
-            f[44 + 4 * i + 1] = lrs[rest] * inv_bc1
-        self.pool.write(self.n_uniform, f)
+            u["lr"][i, :2] = (lrs[s.group] * inv_bc1, lrs[rest] * inv_bc1)
+        self.pool.write(self.n_uniform, u)
         return lrs
 
     def encode(self, cpass, lrs: dict[str, float] | None = None) -> dict[str, float]:
@@ -224,9 +224,9 @@ class GpuAdam:
         if self.layout.total == 0:
             return self.last_lrs
         n = self.names
-        bg = self.pool.bind_group(self.module, 0, {0: self.n_uniform, 1: n["params"],
-                                                   2: n["grads"], 3: n["m"], 4: n["v"],
-                                                   5: self.n_blocks})
+        bg = self.pool.bind_group(self.module, 0, {"ap": self.n_uniform, "params": n["params"],
+                                                   "grads": n["grads"], "m1": n["m"], "m2": n["v"],
+                                                   "blocks": self.n_blocks})
         cpass.set_pipeline(self._pipeline)
         cpass.set_bind_group(0, bg)
         cpass.dispatch_workgroups(*self._grid)

@@ -58,11 +58,13 @@ class GpuBackward:
         threads = 16 * (16 // rows)
         self.rows = rows
         self.batch = min(threads, PARTIALS_BYTES // (48 * threads))
+        config = renderer.config
         self._raster = lib.module("raster_backward", {
             "ROWS": rows, "THREADS_Y": 16 // rows, "BATCH": self.batch,
             "ATOMICS": "atomic_float.wgsl" if self.float_atomics else "atomic_cas.wgsl",
-            "PARTIALS": "partials_subgroup.wgsl" if self.subgroups else "partials_workgroup.wgsl"})
-        self._project = lib.module("project_backward")
+            "PARTIALS": "partials_subgroup.wgsl" if self.subgroups else "partials_workgroup.wgsl"},
+            config=config)
+        self._project = lib.module("project_backward", config=config)
         self.num = 0
 
     @property
@@ -89,8 +91,9 @@ class GpuBackward:
         r = self.renderer
         cpass.set_pipeline(self._raster.pipeline("rasterize_backward"))
         cpass.set_bind_group(0, self.pool.bind_group(self._raster, 0, {
-            0: "render_params", 1: "splats", 2: "isect_ids", 3: "ranges", 4: "final_t",
-            5: "last_contrib", 6: grad_image, 7: "grad2d"}))
+            "rp": "render_params", "splats": "splats", "isect_ids": "isect_ids",
+            "ranges": "ranges", "final_t": "final_t", "last_contrib": "last_contrib",
+            "grad_image": grad_image, "grad2d": "grad2d"}))
         cpass.dispatch_workgroups(r.tiles_x, r.tiles_y)
 
     def encode_project(self, cpass, *, stats: bool = True) -> None:
@@ -98,8 +101,8 @@ class GpuBackward:
             return
         cpass.set_pipeline(self._project.pipeline("project_backward", {"STATS": int(stats)}))
         cpass.set_bind_group(0, self.pool.bind_group(self._project, 0, {
-            0: "render_params", 1: "params", 2: "splats", 3: "grad2d", 4: "grads",
-            5: "densify_stats"}))
+            "rp": "render_params", "params": "params", "splats": "splats", "grad2d": "grad2d",
+            "grads": "grads", "stats": "densify_stats", "filter3d": "filter3d"}))
         cpass.dispatch_workgroups(*grid_2d(-(-self.num // 256)))
 
     def encode(self, cpass, grad_image: str = "grad_image", *, stats: bool = True) -> None:

@@ -40,7 +40,6 @@ from .shaders import ShaderLibrary
 
 TILE = 16
 SLOT = 256                  # bytes per dynamic uniform slot
-PARAMS_FLOATS = 12          # sizeof(LossParams) / 4
 RESULT_BYTES = 16           # one vec4<f32> per slot
 MAX_GROUPS = 65535
 
@@ -112,6 +111,8 @@ class GpuLoss:
         self.n_partials = f"{prefix}_partials"
         self.n_result = f"{prefix}_result"
         self.n_readback = f"{prefix}_readback"
+        self._slot = self.module.struct_dtype("LossParams", stride=SLOT)
+        self._params_bytes = self.module.struct_dtype("LossParams").itemsize
         pool.get(self.n_params, SLOT * self.history, buffer_usage(*UNIFORM_USAGE))
         pool.get(self.n_result, RESULT_BYTES * self.history)
         pool.get(self.n_readback, RESULT_BYTES * self.history, buffer_usage("MAP_READ", "COPY_DST"))
@@ -142,12 +143,11 @@ class GpuLoss:
         self.pool.get(grad, 12 * px)
         key = (width, height, self.lam)
         if key != self._params_key:
-            slots = np.zeros((self.history, SLOT // 4), np.float32)
-            u = slots.view(np.uint32)
-            u[:, 0:4] = (width, height, tx, ty)
-            u[:, 4] = np.arange(self.history)
-            u[:, 5] = tx * ty
-            slots[:, 8:12] = (self.lam, 1.0 / (3.0 * px), SSIM_C1, SSIM_C2)
+            slots = np.zeros(self.history, self._slot)
+            slots["dims"] = (width, height, tx, ty)
+            slots["misc"][:, 0] = np.arange(self.history)
+            slots["misc"][:, 1] = tx * ty
+            slots["coef"] = (self.lam, 1.0 / (3.0 * px), SSIM_C1, SSIM_C2)
             self.pool.write(self.n_params, slots)
             self._params_key = key
 
@@ -184,13 +184,15 @@ class GpuLoss:
                                  f"{self.width}x{self.height}x3 floats need {need}")
         if self.variant == "tiled":
             bg = self.pool.bind_group(self.module, 0, {
-                0: (self.n_params, 0, SLOT), 1: image, 2: target, 3: self.n_dmaps,
-                4: self.n_partials, 5: grad, 6: self.n_result})
+                "lp": (self.n_params, 0, self._params_bytes), "image": image,
+                "target_img": target, "dmaps": self.n_dmaps, "partials": self.n_partials,
+                "grad": grad, "result": self.n_result})
             grids = [(self.tiles_x, self.tiles_y)] * 2
         else:
             bg = self.pool.bind_group(self.module, 0, {
-                0: (self.n_params, 0, SLOT), 1: image, 2: target, 3: self.n_hbuf,
-                4: self.n_dmaps, 5: self.n_partials, 6: grad, 7: self.n_result})
+                "lp": (self.n_params, 0, self._params_bytes), "image": image,
+                "target_img": target, "hbuf": self.n_hbuf, "dmaps": self.n_dmaps,
+                "partials": self.n_partials, "grad": grad, "result": self.n_result})
             rows = (-(-3 * self.height // LINES_WG), 1)
             cols = (-(-3 * self.width // LINES_WG), 1)
             grids = [rows, cols, rows, cols]

@@ -145,6 +145,8 @@ class BufferPool:
     # -- data movement ------------------------------------------------------------------------------
     def write(self, name: str, data, offset: int = 0) -> None:
         arr = np.ascontiguousarray(data)
+        if arr.dtype.names:   # a WGSL struct (shaders.struct_dtype): its bytes
+            arr = arr.reshape(-1).view(np.uint8)
         nbytes = arr.nbytes
         if nbytes == 0:
             return
@@ -191,13 +193,23 @@ class BufferPool:
     def bind_group(self, module, group: int, entries: dict):
         """Cached bind group for ``module``'s layout ``group``.
 
-        ``entries`` maps binding index -> buffer name, or (name, offset, size) for a sub-range
-        (dynamic uniform slots use size = slot size).
+        ``entries`` maps the WGSL variable name of every binding of the group (``var<storage,
+        read> params: ...`` -> ``"params"``) to a buffer name, or to (name, offset, size) for a
+        sub-range (dynamic uniform slots use size = slot size). A missing or unknown variable is an
+        error, so a shader and its host code cannot silently disagree on a binding.
         """
+        slots = module.binding_slots(group)
+        unknown = sorted(map(str, set(entries) - set(slots)))
+        missing = sorted(set(slots) - set(entries))
+        if unknown or missing:
+            raise KeyError(f"shaders/{module.source.name}.wgsl group {group}: "
+                           + "; ".join(f"{what} {', '.join(map(str, v))}" for what, v in
+                                       (("no binding named", unknown), ("unbound", missing)) if v))
         norm = []
-        for b, spec in sorted(entries.items()):
+        for var, spec in entries.items():
             name, off, size = (spec, 0, None) if isinstance(spec, str) else spec
-            norm.append((b, name, off, size))
+            norm.append((slots[var], name, off, size))
+        norm.sort()
         names = tuple(n for _, n, _, _ in norm)
         key = (id(module.layouts[group]), tuple((b, n, o, s, self._entries[n].generation)
                                                  for b, n, o, s in norm), names)

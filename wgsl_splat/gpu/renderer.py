@@ -34,13 +34,12 @@ import numpy as np
 
 from ..camera import Camera
 from ..model import GaussianModel, sh_degree_from_coeffs
+from ..render_config import CLASSIC, RenderConfig
 from .pool import UNIFORM_USAGE, BufferPool, buffer_usage
 from .runtime import GpuContext, GpuError
 from .shaders import ShaderLibrary
 from .sort import PrefixScan, RadixSorter, grid_2d
 
-TILE = 16
-PARAMS_BYTES = 176         # sizeof(RenderParams) in common.wgsl
 SPLAT_BYTES = 48           # sizeof(Splat2D)
 COUNTERS_BYTES = 32        # counters[0..8)
 MIN_CAPACITY = 16384
@@ -80,7 +79,11 @@ class GpuRenderer:
     ``splats`` (Splat2D per Gaussian), ``radii`` (i32), ``rects`` (vec4<u32>), the depth-sorted ids,
     ``isect_ids`` (splat id of each intersection in (tile, depth) order), ``ranges`` (vec2<u32>
     [start, end) per tile), ``image`` (H*W*3 f32), ``final_t`` (H*W f32), ``last_contrib``
-    (H*W u32), ``counters`` (u32: total intersections, min(total, capacity), 0, overflow, N).
+    (H*W u32), ``counters`` (u32: total intersections, min(total, capacity), 0, overflow, N),
+    ``filter3d`` (f32 per Gaussian: the antialiased mode's 3D filter; unread in the classic mode).
+
+    ``config`` (:class:`~wgsl_splat.render_config.RenderConfig`) fixes the render constants and the
+    mode of every shader this renderer compiles.
     """
 
     # Entries of the (tile, chunk) count table: 8 MiB on CPU adapters; 64 MiB on GPUs, where more
@@ -93,8 +96,10 @@ class GpuRenderer:
     def __init__(self, ctx: GpuContext, *, pool: BufferPool | None = None,
                  lib: ShaderLibrary | None = None, threads: int | None = None,
                  initial_capacity: int | None = None, raster_rows: int | None = None,
-                 parallel_scan: bool | None = None, raster_skip: bool | None = None) -> None:
+                 parallel_scan: bool | None = None, raster_skip: bool | None = None,
+                 config: RenderConfig | None = None) -> None:
         self.ctx = ctx
+        self.config = config or CLASSIC
         self.pool = pool or BufferPool(ctx)
         self.lib = lib or ShaderLibrary(ctx)
         cpu = ctx.adapter_type == "CPU"
@@ -126,11 +131,12 @@ class GpuRenderer:
         self.last_count: int | None = None
         self.renders = 0
         self.redos = 0
-        self.pool.get("render_params", PARAMS_BYTES, buffer_usage(*UNIFORM_USAGE))
+        self._project = self.lib.module("project", config=self.config)
+        self._emit = self.lib.module("emit", config=self.config)
+        self._scan = self.lib.module("scan", config=self.config)
+        self._params = np.zeros((), self._project.struct_dtype("RenderParams"))
+        self.pool.get("render_params", self._params.nbytes, buffer_usage(*UNIFORM_USAGE))
         self.pool.get("counters", COUNTERS_BYTES)
-        self._project = self.lib.module("project")
-        self._emit = self.lib.module("emit")
-        self._scan = self.lib.module("scan")
         # Pixels per raster thread: 16 on a CPU adapter (workgroup-memory loads are expensive
         # there), 4 on a GPU (64 threads per tile).
         rows = raster_rows or (16 if ctx.adapter_type == "CPU" else 4)
@@ -143,12 +149,21 @@ class GpuRenderer:
         self.raster_skip = (not cpu) if raster_skip is None else bool(raster_skip)
         self._raster = self.lib.module("raster", {"BATCH": self.RASTER_BATCH, "ROWS": rows,
                                                   "THREADS_Y": 16 // rows,
-                                                  "SKIP": str(self.raster_skip).lower()})
+                                                  "SKIP": str(self.raster_skip).lower()},
+                                       config=self.config)
 
     # -- model --------------------------------------------------------------------------------------
-    def upload_model(self, model: GaussianModel) -> None:
-        """Copy the parameters to the device (float32, one flat buffer) and size per-splat buffers."""
+    def upload_model(self, model: GaussianModel, filter_3d: np.ndarray | None = None, *,
+                     keep_filter: bool = False) -> None:
+        """Copy the parameters to the device (float32, one flat buffer) and size per-splat buffers.
+
+        Antialiased mode: ``filter_3d`` (N,) is the 3D filter of every Gaussian (None: zeros, i.e.
+        the 2D Mip filter alone); with ``keep_filter`` and an unchanged N the device's filter stays
+        (the training step re-uploads parameters without invalidating it)."""
         n = len(model)
+        if filter_3d is not None and np.shape(filter_3d) != (n,):
+            raise ValueError(f"filter_3d must have shape ({n},), got {np.shape(filter_3d)}")
+        keep_filter = keep_filter and n == self.num and "filter3d" in self.pool
         k = model.sh.shape[1]
         check_model_fits(self.ctx, n, k)
         arrays = [model.means, model.log_scales, model.quats, model.opacity_logits, model.sh]
@@ -164,6 +179,10 @@ class GpuRenderer:
         self.pool.get("splats", SPLAT_BYTES * m)
         self.pool.get("radii", 4 * m)
         self.pool.get("rects", 16 * m)
+        self.pool.get("filter3d", 4 * m)
+        if self.config.antialiased and not keep_filter:
+            self.pool.write("filter3d", np.zeros(n, np.float32) if filter_3d is None
+                            else np.asarray(filter_3d, np.float32))
         self.depth_sort.configure(m, 32, count_slot=4)
         if self.capacity == 0:
             self._set_capacity(self._initial_capacity or max(MIN_CAPACITY, 4 * n))
@@ -199,8 +218,8 @@ class GpuRenderer:
         if (width, height) == (self.width, self.height):
             return
         self.width, self.height = width, height
-        self.tiles_x = -(-width // TILE)
-        self.tiles_y = -(-height // TILE)
+        self.tiles_x = -(-width // self.config.tile_size)
+        self.tiles_y = -(-height // self.config.tile_size)
         if self.tiles_x > 65535 or self.tiles_y > 65535:
             raise ValueError(f"image {width}x{height} too large")
         px = width * height
@@ -219,20 +238,20 @@ class GpuRenderer:
 
     # -- per-render parameters ----------------------------------------------------------------------
     def _write_params(self, camera: Camera, background, active_sh_degree) -> None:
-        f = np.zeros(PARAMS_BYTES // 4, np.float32)
-        u = f.view(np.uint32)
+        p = self._params      # the RenderParams struct of common.wgsl, field by field
         w2c = np.asarray(camera.world_to_camera, np.float64)
-        f[0:12] = w2c[:3, :4].astype(np.float32).ravel()
-        f[12:15] = camera.center
-        f[16:20] = (camera.fx, camera.fy, camera.cx, camera.cy)
-        f[20:22] = (1.3 * camera.tan_half_fov_x, 1.3 * camera.tan_half_fov_y)
-        f[24:27] = background
-        u[28:32] = (camera.width, camera.height, self.tiles_x, self.tiles_y)
+        p["w2c0"], p["w2c1"], p["w2c2"] = w2c[:3, :4].astype(np.float32)
+        p["cam_pos"][:3] = camera.center
+        p["focal"] = (camera.fx, camera.fy, camera.cx, camera.cy)
+        clamp = self.config.frustum_clamp
+        p["clip"][:2] = (clamp * camera.tan_half_fov_x, clamp * camera.tan_half_fov_y)
+        p["background"][:3] = background
+        p["img"] = (camera.width, camera.height, self.tiles_x, self.tiles_y)
         deg = self.sh_degree if active_sh_degree is None else min(int(active_sh_degree), self.sh_degree)
-        u[32:36] = (self.num, self.sh_coeffs, max(deg, 0), self.capacity)
-        u[36:40] = self.offsets
-        u[40:44] = (0, 0, self.chunks, 0)
-        self.pool.write("render_params", f)
+        p["model"] = (self.num, self.sh_coeffs, max(deg, 0), self.capacity)
+        p["offs"] = self.offsets
+        p["grid"] = (0, 0, self.chunks, 0)
+        self.pool.write("render_params", p)
 
     def prepare(self, camera: Camera, background=(0.0, 0.0, 0.0),
                 active_sh_degree: int | None = None) -> None:
@@ -276,8 +295,9 @@ class GpuRenderer:
     def _encode_project(self, cpass) -> None:
         cpass.set_pipeline(self._project.pipeline("project"))
         cpass.set_bind_group(0, self.pool.bind_group(self._project, 0, {
-            0: "render_params", 1: "params", 2: "splats", 3: "radii", 4: "rects",
-            5: self.depth_sort.keys, 6: self.depth_sort.vals, 7: "counters"}))
+            "rp": "render_params", "params": "params", "splats": "splats", "radii": "radii",
+            "rects": "rects", "depth_keys": self.depth_sort.keys, "ids": self.depth_sort.vals,
+            "counters": "counters", "filter3d": "filter3d"}))
         cpass.dispatch_workgroups(*grid_2d(-(-self.num // 256)))
 
     def _encode_depth_sort(self, cpass) -> None:
@@ -289,15 +309,17 @@ class GpuRenderer:
         n = self.num
         if n:
             _, sorted_ids = self.depth_sort.result
-            emit_bg = pool.bind_group(self._emit, 0, {0: "render_params", 1: "rects",
-                                                      2: sorted_ids, 3: "emit_table",
-                                                      4: "isect_ids"})
+            emit_bg = pool.bind_group(self._emit, 0, {"rp": "render_params", "rects": "rects",
+                                                      "sorted_ids": sorted_ids,
+                                                      "table": "emit_table",
+                                                      "isect_ids": "isect_ids"})
             cpass.set_bind_group(0, emit_bg)
             cpass.set_pipeline(self._emit.pipeline("emit_count"))
             cpass.dispatch_workgroups(*grid_2d(-(-self.chunks // 64)))
         sums = self.emit_scan.sums if self.emit_scan is not None else "no_scan_sums"
-        scan_bg = pool.bind_group(self._scan, 0, {0: "render_params", 1: "emit_table", 2: "ranges",
-                                                  3: "counters", 4: sums})
+        scan_bg = pool.bind_group(self._scan, 0, {"rp": "render_params", "table": "emit_table",
+                                                  "ranges": "ranges", "counters": "counters",
+                                                  "scan_sums": sums})
         if self.emit_scan is None:
             cpass.set_pipeline(self._scan.pipeline("scan_counts"))
             cpass.set_bind_group(0, scan_bg)
@@ -315,8 +337,9 @@ class GpuRenderer:
     def _encode_raster(self, cpass) -> None:
         cpass.set_pipeline(self._raster.pipeline("rasterize"))
         cpass.set_bind_group(0, self.pool.bind_group(self._raster, 0, {
-            0: "render_params", 1: "splats", 2: "isect_ids", 3: "ranges", 4: "image",
-            5: "final_t", 6: "last_contrib"}))
+            "rp": "render_params", "splats": "splats", "isect_ids": "isect_ids",
+            "ranges": "ranges", "image": "image", "final_t": "final_t",
+            "last_contrib": "last_contrib"}))
         cpass.dispatch_workgroups(self.tiles_x, self.tiles_y)
 
     @property

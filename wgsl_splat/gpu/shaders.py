@@ -9,9 +9,19 @@ names: ``#include "{{ATOMICS}}"`` picks the float-atomic or the compare-and-swap
 ``override`` constants, passed as pipeline ``constants``.
 
 Bind group layouts are explicit and derived from the module's declarations
-(``@group(g) @binding(b) var<uniform|storage, read|storage, read_write> ...``), so one bind group
-serves every entry point of a module. A binding whose declaration line carries the comment
-``// dynamic`` gets a dynamic offset (used for per-dispatch uniform slots).
+(``@group(g) @binding(b) var<uniform|storage, read|storage, read_write> NAME: ...``), so one bind
+group serves every entry point of a module, and buffers are bound by the WGSL variable's NAME
+(:meth:`~wgsl_splat.gpu.pool.BufferPool.bind_group`), never by a slot number written twice. A
+binding whose declaration line carries the comment ``// dynamic`` gets a dynamic offset (used for
+per-dispatch uniform slots).
+
+Generated includes: ``#include "render_config.wgsl"`` (in ``common.wgsl``) is not a file but the
+constants of the module's :class:`~wgsl_splat.render_config.RenderConfig`
+(:meth:`RenderConfig.wgsl`), so the render constants exist once, in Python.
+
+Uniform structs are described once, in WGSL: :func:`struct_dtype` derives a NumPy structured dtype
+(field names, offsets and size by WGSL's uniform layout rules) from the struct's declaration, and
+the host fills that, so the Python packing cannot drift from the shader.
 
 Compile errors are re-raised as :class:`~wgsl_splat.gpu.runtime.ShaderCompileError` whose message
 names the original file and line (``shaders/project.wgsl:42:7``), not the line in the expanded text.
@@ -24,6 +34,9 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
+import numpy as np
+
+from ..render_config import CLASSIC, RenderConfig
 from .runtime import GpuContext, ShaderCompileError, convert_wgpu_error
 
 
@@ -43,7 +56,10 @@ _INCLUDE_RE = re.compile(r'^\s*#include\s+"([^"]+)"\s*$')
 _DEFINE_RE = re.compile(r"\{\{\s*([A-Za-z_][A-Za-z0-9_]*)\s*\}\}")
 _BINDING_RE = re.compile(
     r"@group\((\d+)\)\s*@binding\((\d+)\)\s*var\s*<\s*(uniform|storage)\s*(?:,\s*(read_write|read))?\s*>"
-    r"[^;]*;(.*)$")
+    r"\s*([A-Za-z_][A-Za-z0-9_]*)[^;]*;(.*)$")
+_STRUCT_RE = re.compile(r"\bstruct\s+([A-Za-z_][A-Za-z0-9_]*)\s*\{([^}]*)\}", re.S)
+_COMMENT_RE = re.compile(r"//[^\n]*")
+GENERATED_RENDER_CONFIG = "render_config.wgsl"
 _LOC_RE = re.compile(r"wgsl:(\d+):(\d+)")
 
 
@@ -52,7 +68,7 @@ class ShaderSource:
     name: str
     code: str
     line_map: tuple  # output line i (0-based) -> (file name, 1-based line in that file)
-    bindings: tuple  # (group, binding, kind, dynamic) with kind uniform|read-only-storage|storage
+    bindings: tuple  # (group, binding, kind, dynamic, name), kind uniform|read-only-storage|storage
 
     def locate(self, line: int) -> str:
         if 1 <= line <= len(self.line_map):
@@ -71,10 +87,13 @@ def _file_name(name: str) -> str:
     return name if name.endswith(".wgsl") else name + ".wgsl"
 
 
-def load_source(name: str, defines: dict | None = None, shader_dir: Path | None = None) -> ShaderSource:
-    """Read ``shaders/NAME.wgsl`` with includes expanded and ``{{KEY}}`` substituted."""
+def load_source(name: str, defines: dict | None = None, shader_dir: Path | None = None,
+                config: RenderConfig | None = None) -> ShaderSource:
+    """Read ``shaders/NAME.wgsl`` with includes expanded and ``{{KEY}}`` substituted; the
+    generated ``render_config.wgsl`` holds ``config``'s constants (default: the classic mode)."""
     root = Path(shader_dir) if shader_dir is not None else SHADER_DIR  # a path or a Traversable
     defines = {k: str(v) for k, v in (defines or {}).items()}
+    generated = {GENERATED_RENDER_CONFIG: (config or CLASSIC).wgsl()}
     out_lines: list[str] = []
     line_map: list[tuple[str, int]] = []
     included: set[str] = set()
@@ -84,10 +103,14 @@ def load_source(name: str, defines: dict | None = None, shader_dir: Path | None 
             return
         included.add(fname)
         path = root / fname
-        if not path.is_file():
+        if fname in generated:
+            text = generated[fname]
+        elif path.is_file():
+            text = path.read_text(encoding="utf-8")
+        else:
             where = f" (included from {stack[-1]})" if stack else ""
             raise FileNotFoundError(f"WGSL source {path} not found{where}")
-        for lineno, line in enumerate(path.read_text(encoding="utf-8").splitlines(), start=1):
+        for lineno, line in enumerate(text.splitlines(), start=1):
 
             def sub(dm: re.Match) -> str:
                 key = dm.group(1)
@@ -108,10 +131,10 @@ def load_source(name: str, defines: dict | None = None, shader_dir: Path | None 
     for line in out_lines:
         m = _BINDING_RE.search(line)
         if m:
-            group, binding, space, access, rest = m.groups()
+            group, binding, space, access, var, rest = m.groups()
             kind = "uniform" if space == "uniform" else (
                 "storage" if access == "read_write" else "read-only-storage")
-            bindings.append((int(group), int(binding), kind, "dynamic" in rest))
+            bindings.append((int(group), int(binding), kind, "dynamic" in rest, var))
     return ShaderSource(_file_name(name).removesuffix(".wgsl"), "\n".join(out_lines) + "\n",
                         tuple(line_map), tuple(sorted(bindings)))
 
@@ -136,7 +159,7 @@ class ShaderModule:
         self.dynamic = {}
         for g in range(groups[-1] + 1 if groups else 0):
             entries = []
-            for gg, b, kind, dyn in source.bindings:
+            for gg, b, kind, dyn, _var in source.bindings:
                 if gg != g:
                     continue
                 entries.append({"binding": b, "visibility": 4,  # ShaderStage.COMPUTE
@@ -147,6 +170,7 @@ class ShaderModule:
         with ctx.guard(f"creating the pipeline layout of shaders/{source.name}.wgsl"):
             self.pipeline_layout = device.create_pipeline_layout(bind_group_layouts=self.layouts)
         self._pipelines: dict = {}
+        self._slots: dict[int, dict[str, int]] = {}
 
     def pipeline(self, entry: str, constants: dict | None = None):
         key = (entry, tuple(sorted((constants or {}).items())))
@@ -171,11 +195,90 @@ class ShaderModule:
         return pipe
 
     def binding_kinds(self, group: int) -> dict[int, tuple[str, bool]]:
-        return {b: (kind, dyn) for g, b, kind, dyn in self.source.bindings if g == group}
+        return {b: (kind, dyn) for g, b, kind, dyn, _ in self.source.bindings if g == group}
+
+    def binding_slots(self, group: int) -> dict[str, int]:
+        """WGSL variable name -> binding index of bind group ``group``."""
+        slots = self._slots.get(group)
+        if slots is None:
+            slots = {var: b for g, b, _, _, var in self.source.bindings if g == group}
+            self._slots[group] = slots
+        return slots
+
+    def struct_dtype(self, name: str, stride: int | None = None) -> np.dtype:
+        """The NumPy layout of WGSL struct ``name`` of this module (see :func:`struct_dtype`)."""
+        return struct_dtype(self.source, name, stride)
+
+
+# -- uniform struct layouts ---------------------------------------------------------------------------
+_SCALARS = {"f32": "<f4", "u32": "<u4", "i32": "<i4"}
+_VEC_RE = re.compile(r"^vec([234])\s*<\s*(f32|u32|i32)\s*>$")
+_ARRAY_RE = re.compile(r"^array\s*<\s*(.+?)\s*,\s*(\d+)u?\s*>$")
+
+
+def _wgsl_layout(type_text: str) -> tuple[str, tuple, int, int]:
+    """(NumPy scalar code, shape, alignment, size) of a WGSL type in the uniform address space."""
+    t = type_text.strip()
+    if t in _SCALARS:
+        return _SCALARS[t], (), 4, 4
+    m = _VEC_RE.match(t)
+    if m:
+        n = int(m.group(1))
+        return _SCALARS[m.group(2)], (n,), (8 if n == 2 else 16), 4 * n
+    m = _ARRAY_RE.match(t)
+    if m:
+        code, shape, align, size = _wgsl_layout(m.group(1))
+        stride = -(-size // align) * align
+        if stride % 16 or stride != size:
+            # uniform arrays have a 16-byte element stride: only vec4 elements map onto a plain
+            # NumPy subarray, which is all the structs here use
+            raise ValueError(f"uniform array element {m.group(1)!r} is not a 16-byte vector")
+        return code, (int(m.group(2)),) + shape, max(align, 16), stride * int(m.group(2))
+    raise ValueError(f"WGSL type {t!r} is not supported in uniform structs")
+
+
+def _split_fields(body: str) -> list[str]:
+    fields, depth, cur = [], 0, ""
+    for ch in _COMMENT_RE.sub("", body):
+        depth += (ch == "<") - (ch == ">")
+        if ch == "," and depth == 0:
+            fields.append(cur)
+            cur = ""
+        else:
+            cur += ch
+    fields.append(cur)
+    return [f.strip() for f in fields if f.strip()]
+
+
+def struct_dtype(source: ShaderSource, name: str, stride: int | None = None) -> np.dtype:
+    """NumPy structured dtype of the WGSL struct ``name`` declared in ``source``: one field per
+    WGSL member, same name, at its offset under WGSL's uniform layout rules (vec2 aligned to 8,
+    vec3/vec4 to 16, arrays of vec4), itemsize the struct's size (or ``stride`` bytes, for arrays of
+    dynamic-offset slots). Fill ``np.zeros((), dtype)`` (or an array of them) and write its bytes."""
+    found = [m for m in _STRUCT_RE.finditer(source.code) if m.group(1) == name]
+    if not found:
+        raise KeyError(f"shaders/{source.name}.wgsl declares no struct {name!r}")
+    names, formats, offsets = [], [], []
+    offset, struct_align = 0, 16
+    for field in _split_fields(found[0].group(2)):
+        fname, _, ftype = field.partition(":")
+        code, shape, align, size = _wgsl_layout(ftype)
+        offset = -(-offset // align) * align
+        names.append(fname.strip())
+        formats.append((code, shape) if shape else code)
+        offsets.append(offset)
+        offset += size
+        struct_align = max(struct_align, align)
+    size = -(-offset // struct_align) * struct_align
+    if stride is not None:
+        if stride < size:
+            raise ValueError(f"stride {stride} is smaller than struct {name} ({size} bytes)")
+        size = stride
+    return np.dtype({"names": names, "formats": formats, "offsets": offsets, "itemsize": size})
 
 
 class ShaderLibrary:
-    """Per-device cache of compiled modules, keyed by (name, defines)."""
+    """Per-device cache of compiled modules, keyed by (name, defines, render configuration)."""
 
     def __init__(self, ctx: GpuContext, shader_dir: Path | None = None) -> None:
         self.ctx = ctx
@@ -184,15 +287,17 @@ class ShaderLibrary:
         self.modules_compiled = 0
         self.pipelines_created = 0
 
-    def module(self, name: str, defines: dict | None = None) -> ShaderModule:
-        key = (name, tuple(sorted((defines or {}).items())))
+    def module(self, name: str, defines: dict | None = None,
+               config: RenderConfig | None = None) -> ShaderModule:
+        config = config or CLASSIC
+        key = (name, tuple(sorted((defines or {}).items())), config)
         mod = self._modules.get(key)
         if mod is None:
-            mod = ShaderModule(self, load_source(name, defines, self.shader_dir))
+            mod = ShaderModule(self, load_source(name, defines, self.shader_dir, config))
             self._modules[key] = mod
             self.modules_compiled += 1
         return mod
 
     def pipeline(self, name: str, entry: str, constants: dict | None = None,
-                 defines: dict | None = None):
-        return self.module(name, defines).pipeline(entry, constants)
+                 defines: dict | None = None, config: RenderConfig | None = None):
+        return self.module(name, defines, config).pipeline(entry, constants)

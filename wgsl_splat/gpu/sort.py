@@ -61,6 +61,8 @@ class BitonicSorter:
         self.pool = pool
         self.prefix = prefix
         self.module = lib.module("sort")
+        self._stage = self.module.struct_dtype("SortStage", stride=STAGE_SLOT)
+        self._stage_bytes = self.module.struct_dtype("SortStage").itemsize
         self.capacity = 0
         self.plan: list = []
         self._stages_name = f"{prefix}_stages"
@@ -71,10 +73,9 @@ class BitonicSorter:
             return
         self.capacity = capacity
         self.plan = sort_plan(capacity)
-        slots = np.zeros((len(self.plan), STAGE_SLOT // 4), np.uint32)
-        for i, (_, size, lj, _) in enumerate(self.plan):
-            slots[i, 0] = size
-            slots[i, 1] = lj
+        slots = np.zeros(len(self.plan), self._stage)
+        slots["size"] = [size for _, size, _, _ in self.plan]
+        slots["log2_j"] = [lj for _, _, lj, _ in self.plan]
         self.pool.get(self._stages_name, slots.nbytes, buffer_usage(*UNIFORM_USAGE))
         self.pool.write(self._stages_name, slots)
 
@@ -87,7 +88,8 @@ class BitonicSorter:
         if not self.plan:
             raise RuntimeError("BitonicSorter.ensure_capacity() was not called")
         bg = self.pool.bind_group(self.module, 0, {
-            0: keys, 1: vals, 2: counters, 3: (self._stages_name, 0, 16)})
+            "keys": keys, "vals": vals, "counters": counters,
+            "stage": (self._stages_name, 0, self._stage_bytes)})
         c = self.capacity
         for i, (entry, _size, _lj, r) in enumerate(self.plan):
             consts = {"R": r} if entry == "sort_global" else None
@@ -160,12 +162,14 @@ class PrefixScan:
             raise ValueError(f"prefix scan of {length} entries exceeds {SCAN_BLOCK ** 2 * 64}")
         self.grid = grid_2d(self.blocks)
         self.pool.get(self.sums, 4 * (self.blocks + 1))
-        self.pool.get(self.params, 16, buffer_usage(*UNIFORM_USAGE))
-        self.pool.write(self.params, np.array([length, self.blocks, self.grid[0], 0], np.uint32))
+        p = np.zeros((), self.module.struct_dtype("ScanParams"))
+        p["length"], p["blocks"], p["grid_x"] = length, self.blocks, self.grid[0]
+        self.pool.get(self.params, p.nbytes, buffer_usage(*UNIFORM_USAGE))
+        self.pool.write(self.params, p)
 
     def encode(self, cpass, data: str) -> None:
         cpass.set_bind_group(0, self.pool.bind_group(self.module, 0, {
-            0: self.params, 1: data, 2: self.sums}))
+            "sp": self.params, "data": data, "block_sums": self.sums}))
         cpass.set_pipeline(self.module.pipeline("scan_reduce"))
         cpass.dispatch_workgroups(*self.grid)
         cpass.set_pipeline(self.module.pipeline("scan_blocks"))
@@ -212,6 +216,8 @@ class RadixSorter:
         self.max_bits = max_bits
         self.items_per_bin = items_per_bin
         self.module = lib.module("radix", {"MAX_BINS": 1 << max_bits})
+        self._stage = self.module.struct_dtype("RadixStage", stride=STAGE_SLOT)
+        self._stage_bytes = self.module.struct_dtype("RadixStage").itemsize
         self.keys, self.vals = f"{name}_keys", f"{name}_vals"
         self.keys_tmp, self.vals_tmp = f"{name}_keys_tmp", f"{name}_vals_tmp"
         self.table = f"{name}_table"
@@ -249,9 +255,10 @@ class RadixSorter:
             # Passes with fewer bins leave stale rows at the end of the table; they come after
             # every row in use, so scanning the full length never changes an offset in use.
             self.scan.configure(threads * bins)
-        slots = np.zeros((len(passes), STAGE_SLOT // 4), np.uint32)
-        for i, (shift, w) in enumerate(passes):
-            slots[i, :5] = (shift, 1 << w, threads, count_slot, capacity)
+        slots = np.zeros(len(passes), self._stage)
+        slots["shift"] = [shift for shift, _ in passes]
+        slots["bins"] = [1 << w for _, w in passes]
+        slots["threads"], slots["count_slot"], slots["capacity"] = threads, count_slot, capacity
         self.pool.get(self.stages, slots.nbytes, buffer_usage(*UNIFORM_USAGE))
         self.pool.write(self.stages, slots)
 
@@ -267,8 +274,9 @@ class RadixSorter:
         if self._config is None:
             raise RuntimeError("RadixSorter.configure() was not called")
         bgs = [self.pool.bind_group(self.module, 0, {
-                   0: src_k, 1: src_v, 2: dst_k, 3: dst_v, 4: self.table, 5: counters,
-                   6: (self.stages, 0, 32)})
+                   "keys_in": src_k, "vals_in": src_v, "keys_out": dst_k, "vals_out": dst_v,
+                   "table": self.table, "counters": counters,
+                   "stage": (self.stages, 0, self._stage_bytes)})
                for src_k, src_v, dst_k, dst_v in (
                    (self.keys, self.vals, self.keys_tmp, self.vals_tmp),
                    (self.keys_tmp, self.vals_tmp, self.keys, self.vals))]

@@ -28,17 +28,20 @@ class DeviceState(TrainState):
                              f"{self.stat_names}")
         self.step._upload(arrays)
 
-    def _edit(self, fn):
+    def _edit(self, fn, changes_rows: bool = True):
         a = self.download()
         out = fn(a)
         self.upload(out[0] if isinstance(out, tuple) else (a if out is None else out))
+        if changes_rows:
+            self.rows_version += 1
         return out[1] if isinstance(out, tuple) else None
 
     def apply(self, table: RowTable, edit: RowEdit | None = None) -> None:
         self._edit(lambda a: rows.apply_rows(a, table, edit))
 
     def reset_opacity(self, value: float) -> None:
-        self._edit(lambda a: rows.reset_opacity(a, value))
+        self._edit(lambda a: rows.reset_opacity(a, value, self.step.filter_3d()),
+                   changes_rows=False)
 
     def densify_adc(self, rnd: ADCRound) -> DensifyReport:
         return self._edit(lambda a: rows.densify_adc(a, rnd))
@@ -50,4 +53,4 @@ class DeviceState(TrainState):
         return self._edit(lambda a: rows.add_by_opacity(a, count, min_opacity, key))
 
     def perturb_means(self, scale: float, key: int) -> None:
-        self._edit(lambda a: rows.perturb_means(a, scale, key))
+        self._edit(lambda a: rows.perturb_means(a, scale, key), changes_rows=False)

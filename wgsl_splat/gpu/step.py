@@ -32,10 +32,12 @@ import numpy as np
 from ..camera import Camera
 from ..model import GaussianModel
 from ..optim import AdamState, OptimConfig
+from ..render_config import RenderConfig
 from ..state import ADC_STATS, HostArrays
 from ..step import DEFAULT_LAMBDA_DSSIM, Regularizers, TrainStep
 from .adam import GpuAdam, ParamLayout
 from .backward import GRAD2D_FLOATS, GpuBackward
+from .filter3d import Filter3D
 from .loss import RESULT_BYTES, GpuLoss
 from .pool import BufferPool
 from .renderer import COUNTERS_BYTES, GpuRenderer, max_gaussians
@@ -68,8 +70,9 @@ class GpuTrainStep(TrainStep):
                  loss_variant: str | None = None, raster_rows: int | None = None,
                  threads: int | None = None, parallel_scan: bool | None = None,
                  history: int = HISTORY,
-                 target_cache_bytes: int = TARGET_CACHE_BYTES) -> None:
-        super().__init__(config, background, lambda_dssim, regularizers)
+                 target_cache_bytes: int = TARGET_CACHE_BYTES,
+                 render_config: RenderConfig | None = None) -> None:
+        super().__init__(config, background, lambda_dssim, regularizers, render_config)
         if isinstance(model, HostArrays):
             arrays = model
         else:
@@ -82,7 +85,9 @@ class GpuTrainStep(TrainStep):
         # raster_rows, threads, parallel_scan, loss_variant: the layout knobs, chosen per adapter type by default
         # (CPU adapters like lavapipe want few long threads); tests force the other layout.
         self.renderer = GpuRenderer(ctx, pool=self.pool, lib=self.lib, raster_rows=raster_rows,
-                                    threads=threads, parallel_scan=parallel_scan)
+                                    threads=threads, parallel_scan=parallel_scan,
+                                    config=self.render_config)
+        self.filter = Filter3D(self.renderer) if self.render_config.antialiased else None
         self.loss = GpuLoss(ctx, self.pool, self.lib, lam=lambda_dssim, history=history,
                             variant=loss_variant)
         self.backward = GpuBackward(ctx, self.pool, self.lib, self.renderer,
@@ -123,7 +128,7 @@ class GpuTrainStep(TrainStep):
         stats = (np.stack([arrays.stats[k] for k in ADC_STATS]) if arrays.stats
                  else np.zeros((3, n), np.float32))
         with self.ctx.guard("uploading the training state"):
-            self.renderer.upload_model(model)
+            self.renderer.upload_model(model, keep_filter=True)   # N changed: zeros until updated
             self.adam.configure(ParamLayout.from_renderer(self.renderer))
             self.adam.upload_state(arrays.adam)
             self.backward.configure(n, stats)
@@ -143,6 +148,19 @@ class GpuTrainStep(TrainStep):
     @property
     def counters(self) -> dict:
         return self.pool.counters()
+
+    # -- the antialiased mode's 3D filter -----------------------------------------------------------
+    def set_filter_cameras(self, cameras: list[Camera]) -> None:
+        super().set_filter_cameras(cameras)
+        if self.filter is not None:
+            self.filter.set_cameras(self.filter_cameras)
+
+    def update_filter_3d(self) -> None:
+        if self.filter is not None:
+            self.filter.run()
+
+    def filter_3d(self) -> np.ndarray | None:
+        return None if self.filter is None else self.filter.read()
 
     # -- targets ------------------------------------------------------------------------------------
     def holds_target(self, view_id) -> bool:

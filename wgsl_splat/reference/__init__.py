@@ -4,15 +4,16 @@ It is the CPU fallback and the oracle the GPU kernels are tested against; it is 
 against finite differences in float64 (tests/test_reference_gradients.py).
 """
 
+from .filter3d import compute_filter_3d
 from .loss import gaussian_blur, gaussian_window_1d, l1, loss_and_grad, psnr, ssim, ssim_map
-from .projection import NEAR_PLANE, TILE_SIZE, Projection, project, project_backward
-from .raster import (ALPHA_MAX, ALPHA_MIN, T_MIN, RasterResult, RasterStructure, ScreenGrads,
-                     bin_and_sort, rasterize, rasterize_backward)
+from .projection import Projection, project, project_backward
+from .raster import (RasterResult, RasterStructure, ScreenGrads, bin_and_sort, rasterize,
+                     rasterize_backward)
 from .render import Gradients, RenderOutput, render, render_backward, render_image
 from .sh import eval_sh, eval_sh_backward
 
 __all__ = [
-    "ALPHA_MAX", "ALPHA_MIN", "NEAR_PLANE", "T_MIN", "TILE_SIZE", "Gradients", "Projection",
+    "Gradients", "Projection", "compute_filter_3d",
     "RasterResult", "RasterStructure", "RenderOutput", "ScreenGrads", "bin_and_sort", "eval_sh",
     "eval_sh_backward", "gaussian_blur", "gaussian_window_1d", "l1", "loss_and_grad", "project", "project_backward", "rasterize", "rasterize_backward",
     "psnr", "render", "render_backward", "render_image", "ssim", "ssim_map",

@@ -2,7 +2,17 @@
 
 Conventions (DESIGN.md §2): OpenCV camera, pinhole intrinsics, pixel centres at integer + 0.5,
 near-plane cull at z < 0.01, the tangent of the view ray clamped to ±1.3·tan(half-fov) before the
-Jacobian, 0.3 px² low-pass dilation, radius = ceil(3·sqrt(λ_max)), 16×16 pixel tiles.
+Jacobian, 0.3 px² low-pass dilation, radius = ceil(3·sqrt(λ_max)), 16×16 pixel tiles; the values
+come from a :class:`~wgsl_splat.render_config.RenderConfig`.
+
+The antialiased mode (Mip-Splatting, see render_config.py) adds two filters, both folded into the
+covariance and the opacity so that rasterisation is unchanged:
+
+- 3D: scales s → s3 = sqrt(s² + f²) with f the Gaussian's ``filter_3d`` (Σ + f²I, since R
+  commutes with a multiple of I), opacity × c3 = Π s/s3 = sqrt(det Σ / det(Σ + f²I));
+- 2D: the dilation ε = 0.1 px² and opacity × c2 = sqrt(det Σ2D / det(Σ2D + εI)).
+
+The opacity the rasteriser sees is sigmoid(logit)·c3·c2; both factors are differentiated.
 """
 
 from __future__ import annotations
@@ -13,12 +23,8 @@ import numpy as np
 
 from ..camera import Camera
 from ..model import GaussianModel
+from ..render_config import CLASSIC, RenderConfig
 from .sh import eval_sh, eval_sh_backward
-
-NEAR_PLANE = 0.01
-FRUSTUM_CLAMP = 1.3
-COV2D_DILATION = 0.3
-TILE_SIZE = 16
 
 
 @dataclass
@@ -40,6 +46,7 @@ class Projection:
     width: int
     height: int
     terms: dict = field(default_factory=dict, repr=False)
+    config: RenderConfig = CLASSIC
 
     @property
     def visible(self) -> np.ndarray:
@@ -47,11 +54,11 @@ class Projection:
 
     @property
     def tiles_x(self) -> int:
-        return (self.width + TILE_SIZE - 1) // TILE_SIZE
+        return -(-self.width // self.config.tile_size)
 
     @property
     def tiles_y(self) -> int:
-        return (self.height + TILE_SIZE - 1) // TILE_SIZE
+        return -(-self.height // self.config.tile_size)
 
 
 def quat_to_rotmat(q: np.ndarray) -> np.ndarray:
@@ -90,16 +97,33 @@ def tile_extent(cov_xx, cov_yy, opacity, radius) -> np.ndarray:
     return np.minimum(ext, np.asarray(radius)[:, None])
 
 
-def project(model: GaussianModel, camera: Camera, active_sh_degree: int | None = None) -> Projection:
-    """Project every Gaussian; computed in the model's dtype (use float64 for gradient checks)."""
+def filter_3d_scales(scales: np.ndarray, filter_3d: np.ndarray | None):
+    """3D smoothing filter: the scales of Σ + f²I, ``sqrt(s² + f²)`` (N,3), and the opacity factor
+    ``Π s / sqrt(s² + f²) = sqrt(det Σ / det(Σ + f²I))`` (N,); no filter: ``(scales, 1)``."""
+    if filter_3d is None:
+        return scales, np.ones(len(scales), scales.dtype)
+    f2 = np.square(np.asarray(filter_3d, scales.dtype))[:, None]
+    scales3 = np.sqrt(scales * scales + f2)
+    return scales3, np.prod(scales / scales3, axis=1)
+
+
+def project(model: GaussianModel, camera: Camera, active_sh_degree: int | None = None,
+            config: RenderConfig = CLASSIC, filter_3d: np.ndarray | None = None) -> Projection:
+    """Project every Gaussian; computed in the model's dtype (use float64 for gradient checks).
+
+    ``filter_3d`` (N,): the antialiased mode's 3D filter of every Gaussian (None: zero, i.e. only
+    the 2D Mip filter); ignored in the classic mode."""
     dtype = model.dtype
+    aa = config.antialiased
+    if aa and filter_3d is not None and np.shape(filter_3d) != (model.num,):
+        raise ValueError(f"filter_3d must have shape ({model.num},), got {np.shape(filter_3d)}")
     deg = model.sh_degree if active_sh_degree is None else min(active_sh_degree, model.sh_degree)
     rot_cam = camera.rotation.astype(dtype)
     trans_cam = camera.translation.astype(dtype)
     fx, fy, cx, cy = (dtype.type(v) for v in (camera.fx, camera.fy, camera.cx, camera.cy))
 
     t = model.means @ rot_cam.T + trans_cam
-    in_front = t[:, 2] >= NEAR_PLANE
+    in_front = t[:, 2] >= config.near_plane
     tz = np.where(in_front, t[:, 2], 1.0).astype(dtype)  # culled rows: keep the math finite
     tx, ty = t[:, 0], t[:, 1]
 
@@ -107,11 +131,12 @@ def project(model: GaussianModel, camera: Camera, active_sh_degree: int | None =
     qn = model.quats / qnorm[:, None]
     rot = quat_to_rotmat(qn)
     scales = np.exp(model.log_scales)
-    m = rot * scales[:, None, :]  # R·S
+    scales3, comp3 = filter_3d_scales(scales, filter_3d) if aa else (scales, None)
+    m = rot * scales3[:, None, :]  # R·S
     cov3d = m @ m.transpose(0, 2, 1)
 
-    lim_x = FRUSTUM_CLAMP * camera.tan_half_fov_x
-    lim_y = FRUSTUM_CLAMP * camera.tan_half_fov_y
+    lim_x = config.frustum_clamp * camera.tan_half_fov_x
+    lim_y = config.frustum_clamp * camera.tan_half_fov_y
     ux, uy = tx / tz, ty / tz
     clamped_x = (ux < -lim_x) | (ux > lim_x)
     clamped_y = (uy < -lim_y) | (uy > lim_y)
@@ -124,9 +149,9 @@ def project(model: GaussianModel, camera: Camera, active_sh_degree: int | None =
     jac[:, 1, 2] = -fy * uy_c / tz
     tmat = jac @ rot_cam  # J·W
     cov2d = tmat @ cov3d @ tmat.transpose(0, 2, 1)
-    a = cov2d[:, 0, 0] + COV2D_DILATION
+    a = cov2d[:, 0, 0] + config.dilation
     b = cov2d[:, 0, 1]
-    c = cov2d[:, 1, 1] + COV2D_DILATION
+    c = cov2d[:, 1, 1] + config.dilation
     det = a * c - b * b
     ok = in_front & (det > 0)
     safe_det = np.where(ok, det, 1.0)
@@ -136,16 +161,25 @@ def project(model: GaussianModel, camera: Camera, active_sh_degree: int | None =
     radius = np.ceil(3.0 * np.sqrt(np.maximum(lam_max, 0.0)))
 
     means2d = np.stack([fx * ux + cx, fy * uy + cy], axis=1)
-    opacities = 1.0 / (1.0 + np.exp(-model.opacity_logits))
+    sigmoid = 1.0 / (1.0 + np.exp(-model.opacity_logits))
+    opacities = sigmoid
+    comp2 = None
+    if aa:
+        # 2D Mip filter: sqrt(det Σ2D / det(Σ2D + εI)), 0 where the projection is degenerate
+        det_raw = cov2d[:, 0, 0] * cov2d[:, 1, 1] - b * b
+        comp2 = np.sqrt(np.maximum(np.where(ok, det_raw / safe_det, 0.0), 0.0))
+        # culled rows keep the plain sigmoid (the GPU never computes their filters)
+        opacities = np.where(ok, sigmoid * comp3 * comp2, sigmoid)
     extent = tile_extent(a, c, opacities, radius)
-    tiles_x = (camera.width + TILE_SIZE - 1) // TILE_SIZE
-    tiles_y = (camera.height + TILE_SIZE - 1) // TILE_SIZE
+    tile = config.tile_size
+    tiles_x = -(-camera.width // tile)
+    tiles_y = -(-camera.height // tile)
     with np.errstate(invalid="ignore"):
         rect = np.stack([
-            np.clip(np.floor((means2d[:, 0] - extent[:, 0]) / TILE_SIZE), 0, tiles_x),
-            np.clip(np.floor((means2d[:, 1] - extent[:, 1]) / TILE_SIZE), 0, tiles_y),
-            np.clip(np.ceil((means2d[:, 0] + extent[:, 0]) / TILE_SIZE), 0, tiles_x),
-            np.clip(np.ceil((means2d[:, 1] + extent[:, 1]) / TILE_SIZE), 0, tiles_y),
+            np.clip(np.floor((means2d[:, 0] - extent[:, 0]) / tile), 0, tiles_x),
+            np.clip(np.floor((means2d[:, 1] - extent[:, 1]) / tile), 0, tiles_y),
+            np.clip(np.ceil((means2d[:, 0] + extent[:, 0]) / tile), 0, tiles_x),
+            np.clip(np.ceil((means2d[:, 1] + extent[:, 1]) / tile), 0, tiles_y),
         ], axis=1)
     ok &= opacities * 255.0 > 1.0          # never reaches alpha 1/255 anywhere: nothing to draw
     rect = np.where(ok[:, None], rect, 0).astype(np.int64)
@@ -162,9 +196,11 @@ def project(model: GaussianModel, camera: Camera, active_sh_degree: int | None =
     terms = dict(t=t, tz=tz, ux=ux, uy=uy, ux_c=ux_c, uy_c=uy_c, clamped_x=clamped_x,
                  clamped_y=clamped_y, qn=qn, qnorm=qnorm, rot=rot, scales=scales, m=m,
                  cov3d=cov3d, tmat=tmat, view_len=view_len, dirs=dirs,
-                 colors_raw=colors_raw, sh_degree=deg)
+                 colors_raw=colors_raw, sh_degree=deg, sigmoid=sigmoid, scales3=scales3,
+                 comp3=comp3, comp2=comp2,
+                 filter_3d=None if filter_3d is None else np.asarray(filter_3d, dtype))
     return Projection(means2d, conics, t[:, 2].copy(), radii, colors, opacities, rect,
-                      camera.width, camera.height, terms)
+                      camera.width, camera.height, terms, config)
 
 
 def project_backward(model: GaussianModel, camera: Camera, proj: Projection, dL_dmeans2d: np.ndarray,
@@ -189,9 +225,17 @@ def project_backward(model: GaussianModel, camera: Camera, proj: Projection, dL_
     g_opa = np.where(vis, dL_dopacities, 0.0)
     tz, ux, uy = tm["tz"], tm["ux"], tm["uy"]
 
-    # opacity = sigmoid(logit)
-    o = proj.opacities
-    grads.opacity_logits[:] = g_opa * o * (1.0 - o)
+    aa = proj.config.antialiased
+    if aa:
+        # opacity = sigmoid(logit) · c3 · c2
+        sig, comp3, comp2 = tm["sigmoid"], tm["comp3"], tm["comp2"]
+        grads.opacity_logits[:] = g_opa * comp3 * comp2 * sig * (1.0 - sig)
+        g_comp3 = g_opa * sig * comp2
+        g_comp2 = g_opa * sig * comp3
+    else:
+        # opacity = sigmoid(logit)
+        o = proj.opacities
+        grads.opacity_logits[:] = g_opa * o * (1.0 - o)
 
     # colour = max(SH(dir) + 0.5, 0), dir = normalise(mean - camera centre)
     g_col = g_col * (tm["colors_raw"] > 0)
@@ -207,19 +251,34 @@ def project_backward(model: GaussianModel, camera: Camera, proj: Projection, dL_
     gmat = np.stack([g_conic[:, 0], 0.5 * g_conic[:, 1], 0.5 * g_conic[:, 1], g_conic[:, 2]],
                     axis=1).reshape(-1, 2, 2)
     g_cov2d = -cmat @ gmat @ cmat
+    if aa:
+        # c2 = sqrt(det Σ / det Σ_b), Σ_b = Σ + εI = C⁻¹: dc2/dΣ = ½ c2 (Σ⁻¹ − Σ_b⁻¹)
+        # = ½/c2 ((1 − c2²) C − ε det(C) I), written without Σ⁻¹ (singular for flat splats)
+        k = np.where(vis, 0.5 * g_comp2 / np.where(vis, comp2, 1.0), 0.0)
+        det_c = a_ * c_ - b_ * b_
+        eye = np.eye(2, dtype=dtype)
+        g_cov2d = g_cov2d + k[:, None, None] * ((1.0 - comp2 * comp2)[:, None, None] * cmat
+                                                 - (proj.config.dilation * det_c)[:, None, None] * eye)
 
-    # Σ2D = T Σ Tᵀ + 0.3 I with T = J W
+    # Σ2D = T Σ Tᵀ + εI with T = J W
     tmat, cov3d = tm["tmat"], tm["cov3d"]
     g_cov3d = tmat.transpose(0, 2, 1) @ g_cov2d @ tmat
     g_tmat = 2.0 * g_cov2d @ tmat @ cov3d
     g_jac = g_tmat @ rot_cam.T
 
-    # Σ = M Mᵀ, M = R(q) S
+    # Σ = M Mᵀ, M = R(q) S (S = diag(s3) with the 3D filter)
     g_m = 2.0 * g_cov3d @ tm["m"]
-    scales, rot = tm["scales"], tm["rot"]
+    scales, scales3, rot = tm["scales"], tm["scales3"], tm["rot"]
     g_scales = np.sum(g_m * rot, axis=1)
-    grads.log_scales[:] = g_scales * scales
-    g_rot = g_m * scales[:, None, :]
+    if aa:
+        # s3 = sqrt(s² + f²): ds3/dlog s = s²/s3; c3 = Π s/s3: dc3/dlog s_k = c3 f²/s3_k²
+        grads.log_scales[:] = g_scales * scales * scales / scales3
+        if tm["filter_3d"] is not None:
+            f2 = np.square(tm["filter_3d"])[:, None]
+            grads.log_scales[:] += (g_comp3 * comp3)[:, None] * f2 / (scales3 * scales3)
+    else:
+        grads.log_scales[:] = g_scales * scales
+    g_rot = g_m * scales3[:, None, :]
     g_qn = rotmat_backward(tm["qn"], g_rot)
     qn = tm["qn"]
     grads.quats[:] = (g_qn - qn * np.sum(g_qn * qn, axis=1, keepdims=True)) / tm["qnorm"][:, None]

@@ -13,11 +13,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .projection import TILE_SIZE, Projection
-
-ALPHA_MIN = 1.0 / 255.0
-ALPHA_MAX = 0.99
-T_MIN = 1e-4
+from .projection import Projection
 
 
 @dataclass
@@ -27,7 +23,7 @@ class TileStructure:
     pixel_x: np.ndarray     # (P,) pixel column indices of this tile inside the image
     pixel_y: np.ndarray     # (P,)
     composited: np.ndarray  # (P, n) bool: pair took part in compositing
-    clamped: np.ndarray     # (P, n) bool: alpha was clamped to ALPHA_MAX
+    clamped: np.ndarray     # (P, n) bool: alpha was clamped to alpha_max
 
 
 @dataclass
@@ -72,8 +68,9 @@ def bin_and_sort(proj: Projection) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
 
 def _tile_pixels(tile_id: int, proj: Projection):
     ty, tx = divmod(tile_id, proj.tiles_x)
-    xs = np.arange(tx * TILE_SIZE, min((tx + 1) * TILE_SIZE, proj.width))
-    ys = np.arange(ty * TILE_SIZE, min((ty + 1) * TILE_SIZE, proj.height))
+    size = proj.config.tile_size
+    xs = np.arange(tx * size, min((tx + 1) * size, proj.width))
+    ys = np.arange(ty * size, min((ty + 1) * size, proj.height))
     px, py = np.meshgrid(xs, ys)
     return px.ravel(), py.ravel()
 
@@ -104,22 +101,23 @@ def _composite_weights(alpha: np.ndarray, t_start: np.ndarray | None = None):
     return t[:, :-1], t[:, -1]
 
 
-def _composited_alpha(composited, clamped, alpha_raw) -> np.ndarray:
-    """The alphas that composite (clamped to 0.99), zero elsewhere."""
-    return np.where(composited, np.where(clamped, ALPHA_MAX, alpha_raw), 0.0)
+def _composited_alpha(composited, clamped, alpha_raw, cfg) -> np.ndarray:
+    """The alphas that composite (clamped to ``cfg.alpha_max``), zero elsewhere."""
+    return np.where(composited, np.where(clamped, cfg.alpha_max, alpha_raw), 0.0)
 
 
-def _decide(power: np.ndarray, alpha_raw: np.ndarray, t_start: np.ndarray | None = None):
+def _decide(power: np.ndarray, alpha_raw: np.ndarray, cfg, t_start: np.ndarray | None = None):
     """The design's discrete decisions for (P, n) pairs in depth order: ``(composited, clamped,
-    t_decision)``. A pair is a candidate when inside the ellipse with alpha ≥ 1/255 (alpha clamped
-    to 0.99); a pixel stops at the first candidate that would push T below T_MIN (not composited),
-    and T never increases, so the composited set is a prefix of the candidates. ``t_decision`` (P,)
-    is T after the last pair counting that stopping candidate: what a next chunk starts from."""
-    clamped = alpha_raw > ALPHA_MAX
-    alpha = np.minimum(alpha_raw, ALPHA_MAX)
-    candidate = (power <= 0.0) & (alpha >= ALPHA_MIN)
+    t_decision)``. A pair is a candidate when inside the ellipse with alpha ≥ ``cfg.alpha_min``
+    (alpha clamped to ``cfg.alpha_max``); a pixel stops at the first candidate that would push T
+    below ``cfg.t_min`` (not composited), and T never increases, so the composited set is a prefix
+    of the candidates. ``t_decision`` (P,) is T after the last pair counting that stopping
+    candidate: what a next chunk starts from."""
+    clamped = alpha_raw > cfg.alpha_max
+    alpha = np.minimum(alpha_raw, cfg.alpha_max)
+    candidate = (power <= 0.0) & (alpha >= cfg.alpha_min)
     t = _transmittance(np.where(candidate, alpha, 0.0), t_start)
-    return candidate & (t[:, 1:] >= T_MIN), clamped, t[:, -1]
+    return candidate & (t[:, 1:] >= cfg.t_min), clamped, t[:, -1]
 
 
 def rasterize(proj: Projection, background, structure: RasterStructure | None = None) -> RasterResult:
@@ -127,6 +125,7 @@ def rasterize(proj: Projection, background, structure: RasterStructure | None = 
     pass are reused (for finite differences); otherwise they follow the design's thresholds."""
     h, w = proj.height, proj.width
     dtype = proj.means2d.dtype
+    cfg = proj.config
     bg = np.asarray(background, dtype=dtype).reshape(3)
     image = np.empty((h, w, 3), dtype=dtype)
     image[:] = bg
@@ -149,11 +148,11 @@ def rasterize(proj: Projection, background, structure: RasterStructure | None = 
             ids, px, py = entry.ids, entry.pixel_x, entry.pixel_y
         _, _, power, _, alpha_raw = _tile_alpha(proj, ids, px, py)
         if tiles is None:
-            composited, clamped, _ = _decide(power, alpha_raw)
+            composited, clamped, _ = _decide(power, alpha_raw, cfg)
             new_tiles.append(TileStructure(entry, ids, px, py, composited, clamped))
         else:
             composited, clamped = entry.composited, entry.clamped
-        alpha = _composited_alpha(composited, clamped, alpha_raw)
+        alpha = _composited_alpha(composited, clamped, alpha_raw, cfg)
         t_before, t_final = _composite_weights(alpha)
         weight = alpha * t_before
         image[py, px] = weight @ proj.colors[ids] + t_final[:, None] * bg
@@ -172,6 +171,7 @@ def rasterize_image(proj: Projection, background, depth_chunk: int = 1024) -> np
     to :func:`rasterize`; colours differ by float rounding where a tile holds more than
     ``depth_chunk`` Gaussians (its sum is accumulated chunk by chunk)."""
     h, w = proj.height, proj.width
+    cfg = proj.config
     dtype = proj.means2d.dtype
     bg = np.asarray(background, dtype=dtype).reshape(3)
     image = np.empty((h, w, 3), dtype=dtype)
@@ -199,11 +199,11 @@ def rasterize_image(proj: Projection, background, depth_chunk: int = 1024) -> np
             for s in range(0, len(ids), depth_chunk):
                 sub = ids[s:s + depth_chunk]
                 _, _, power, _, alpha_raw = _tile_alpha(proj, sub, px, py)
-                composited, clamped, t_decision = _decide(power, alpha_raw, t_decision)
-                alpha = _composited_alpha(composited, clamped, alpha_raw)
+                composited, clamped, t_decision = _decide(power, alpha_raw, cfg, t_decision)
+                alpha = _composited_alpha(composited, clamped, alpha_raw, cfg)
                 t_before, t_composite = _composite_weights(alpha, t_composite)
                 color = color + (alpha * t_before) @ proj.colors[sub]
-                if np.all(t_decision < T_MIN):   # every pixel of the tile has stopped
+                if np.all(t_decision < cfg.t_min):   # every pixel of the tile has stopped
                     break
             image[py, px] = color + t_composite[:, None] * bg
     return image
@@ -232,7 +232,7 @@ def rasterize_backward(proj: Projection, result: RasterResult, dL_dimage: np.nda
         ids, px, py = tile.ids, tile.pixel_x, tile.pixel_y
         dx, dy, _, gauss, alpha_raw = _tile_alpha(proj, ids, px, py)
         comp, clamped = tile.composited, tile.clamped
-        alpha = _composited_alpha(comp, clamped, alpha_raw)
+        alpha = _composited_alpha(comp, clamped, alpha_raw, proj.config)
         t_before, t_final = _composite_weights(alpha)
         g_pix = dL_dimage[py, px]                      # (P,3)
         colors = proj.colors[ids]                      # (n,3)

@@ -8,6 +8,7 @@ import numpy as np
 
 from ..camera import Camera
 from ..model import GaussianModel
+from ..render_config import CLASSIC, RenderConfig
 from .projection import Projection, project, project_backward
 from .raster import (RasterResult, RasterStructure, ScreenGrads, rasterize, rasterize_backward,
                      rasterize_image)
@@ -36,14 +37,18 @@ class Gradients:
 
 
 def render(model: GaussianModel, camera: Camera, background=(0.0, 0.0, 0.0), *,
-           active_sh_degree: int | None = None, structure: RasterStructure | None = None) -> RenderOutput:
-    proj = project(model, camera, active_sh_degree)
+           active_sh_degree: int | None = None, structure: RasterStructure | None = None,
+           config: RenderConfig = CLASSIC, filter_3d: np.ndarray | None = None) -> RenderOutput:
+    """Render ``camera``; ``config`` picks the mode, ``filter_3d`` (N,) is the antialiased mode's
+    3D filter (see :func:`~wgsl_splat.reference.filter3d.compute_filter_3d`)."""
+    proj = project(model, camera, active_sh_degree, config, filter_3d)
     raster = rasterize(proj, background, structure)
     return RenderOutput(raster.image, proj, raster)
 
 
 def render_image(model: GaussianModel, camera: Camera, background=(0.0, 0.0, 0.0), *,
-                 active_sh_degree: int | None = None, chunk: int = 65536,
+                 active_sh_degree: int | None = None, config: RenderConfig = CLASSIC,
+                 filter_3d: np.ndarray | None = None, chunk: int = 65536,
                  depth_chunk: int = 1024) -> np.ndarray:
     """The image :func:`render` gives, in memory bounded by ``chunk`` Gaussians projected at a
     time and :func:`~.raster.rasterize_image`'s bounds, for models of millions of Gaussians (the
@@ -52,11 +57,14 @@ def render_image(model: GaussianModel, camera: Camera, background=(0.0, 0.0, 0.0
     break as in :func:`render`."""
     parts = []
     for s in range(0, max(len(model), 1), chunk):
-        p = project(model.subset(slice(s, s + chunk)), camera, active_sh_degree)
+        part = slice(s, s + chunk)
+        p = project(model.subset(part), camera, active_sh_degree, config,
+                    None if filter_3d is None else np.asarray(filter_3d)[part])
         vis = p.visible
         parts.append((p.means2d[vis], p.conics[vis], p.depths[vis], p.radii[vis], p.colors[vis],
                       p.opacities[vis], p.tile_rect[vis]))
-    proj = Projection(*(np.concatenate(a) for a in zip(*parts)), camera.width, camera.height)
+    proj = Projection(*(np.concatenate(a) for a in zip(*parts)), camera.width, camera.height,
+                      config=config)
     return rasterize_image(proj, background, depth_chunk)
 
 

@@ -22,7 +22,7 @@ from ..model import inverse_sigmoid
 from ..optim import AdamState
 from ..state import (ADC_STATS, KEEP, NEW, RELOCATE, SPLIT, ADCRound, DensifyReport, HostArrays,
                      RowEdit, RowTable)
-from .projection import quat_to_rotmat
+from .projection import filter_3d_scales, quat_to_rotmat
 
 MAX_SPLIT_SAMPLES = 4          # split draws are numbered src·4 + j
 RELOCATION_MAX_RATIO = 51      # gsplat's binomial table: at most 51 copies of one source
@@ -71,10 +71,18 @@ def apply_rows(a: HostArrays, table: RowTable, edit: RowEdit | None = None) -> H
     return HostArrays(model, AdamState(moments[0], moments[1], a.adam.step), stats)
 
 
-def reset_opacity(a: HostArrays, value: float) -> None:
-    """opacity ← min(opacity, value), its moments zeroed (in place)."""
+def reset_opacity(a: HostArrays, value: float, filter_3d: np.ndarray | None = None) -> None:
+    """opacity ← min(opacity, value), its moments zeroed (in place). With the antialiased mode's
+    ``filter_3d`` the cap applies to the opacity as rendered, σ·c3 (Mip-Splatting's
+    ``reset_opacity``): σ ← min(σ·c3, value) / c3."""
     m = a.model
-    m.opacity_logits[:] = np.minimum(m.opacity_logits, np.float32(inverse_sigmoid(value)))
+    if filter_3d is None:
+        m.opacity_logits[:] = np.minimum(m.opacity_logits, np.float32(inverse_sigmoid(value)))
+    else:
+        opacity = 1.0 / (1.0 + np.exp(-m.opacity_logits.astype(np.float64)))
+        _, comp3 = filter_3d_scales(np.exp(m.log_scales.astype(np.float64)), filter_3d)
+        capped = np.minimum(opacity * comp3, value) / comp3
+        m.opacity_logits[:] = inverse_sigmoid(capped).astype(m.dtype)
     a.adam.reset_group("opacity_logits")
 
 

@@ -14,6 +14,9 @@ class HostState(TrainState):
     def __init__(self, arrays: HostArrays) -> None:
         self.stat_names = tuple(arrays.stats)
         self.arrays = arrays
+        #: the antialiased mode's 3D filter, (N,) float32 (None: zero, or the classic mode); kept
+        #: by the step, dropped when the rows change until the step recomputes it
+        self.filter_3d: np.ndarray | None = None
         self.upload(arrays)
 
     @property
@@ -28,25 +31,36 @@ class HostState(TrainState):
         if tuple(arrays.stats) != self.stat_names:
             raise ValueError(f"statistics {tuple(arrays.stats)} given, this state keeps "
                              f"{self.stat_names}")
-        self.arrays = HostArrays(arrays.model.astype(np.float32), arrays.adam.copy(),
-                                 {k: np.asarray(v, np.float32).copy() for k, v in arrays.stats.items()})
+        self._set(HostArrays(arrays.model.astype(np.float32), arrays.adam.copy(),
+                             {k: np.asarray(v, np.float32).copy() for k, v in arrays.stats.items()}))
+
+    def _set(self, arrays: HostArrays) -> None:
+        """New rows: the set changed (the filter no longer matches them)."""
+        self.arrays = arrays
+        self.filter_3d = None
+        self.rows_version += 1
 
     def apply(self, table: RowTable, edit: RowEdit | None = None) -> None:
-        self.arrays = rows.apply_rows(self.arrays, table, edit)
+        self._set(rows.apply_rows(self.arrays, table, edit))
 
     def reset_opacity(self, value: float) -> None:
-        rows.reset_opacity(self.arrays, value)
+        rows.reset_opacity(self.arrays, value, self.filter_3d)
 
     def densify_adc(self, rnd: ADCRound) -> DensifyReport:
-        self.arrays, report = rows.densify_adc(self.arrays, rnd)
+        arrays, report = rows.densify_adc(self.arrays, rnd)
+        self._set(arrays)
         return report
 
     def relocate(self, min_opacity: float, key: int) -> int:
-        self.arrays, moved = rows.relocate(self.arrays, min_opacity, key)
+        arrays, moved = rows.relocate(self.arrays, min_opacity, key)
+        if moved:
+            self._set(arrays)
         return moved
 
     def add_by_opacity(self, count: int, min_opacity: float, key: int) -> int:
-        self.arrays, added = rows.add_by_opacity(self.arrays, count, min_opacity, key)
+        arrays, added = rows.add_by_opacity(self.arrays, count, min_opacity, key)
+        if added:
+            self._set(arrays)
         return added
 
     def perturb_means(self, scale: float, key: int) -> None:

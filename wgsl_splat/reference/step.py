@@ -6,6 +6,7 @@ import numpy as np
 
 from ..model import GaussianModel
 from ..optim import AdamState, OptimConfig, adam_step
+from ..render_config import RenderConfig
 from ..state import ADC_STATS, HostArrays
 from ..step import DEFAULT_LAMBDA_DSSIM, Regularizers, StepResult, TrainStep, ndc_grad_norm
 from . import rows
@@ -18,10 +19,11 @@ class CpuTrainStep(TrainStep):
 
     def __init__(self, model: GaussianModel | HostArrays, config: OptimConfig,
                  background=(0.0, 0.0, 0.0), lambda_dssim: float = DEFAULT_LAMBDA_DSSIM,
-                 adam: AdamState | None = None, *, regularizers: Regularizers = Regularizers()):
+                 adam: AdamState | None = None, *, regularizers: Regularizers = Regularizers(),
+                 render_config: RenderConfig | None = None):
         """``model``: the parameters (fresh moments, or ``adam``, and ADC's statistics), or the
         whole state as :class:`~wgsl_splat.state.HostArrays` (what the trainer passes)."""
-        super().__init__(config, background, lambda_dssim, regularizers)
+        super().__init__(config, background, lambda_dssim, regularizers, render_config)
         if isinstance(model, HostArrays):
             arrays = model
         else:
@@ -51,7 +53,8 @@ class CpuTrainStep(TrainStep):
 
         a = self._state.arrays
         model = a.model
-        out = render(model, camera, self.background, active_sh_degree=active_sh_degree)
+        out = render(model, camera, self.background, active_sh_degree=active_sh_degree,
+                     config=self.render_config, filter_3d=self._state.filter_3d)
         loss, dL_dimage, parts = loss_and_grad(out.image, np.asarray(target, np.float32), self.lambda_dssim)
         grads = render_backward(model, camera, out, dL_dimage)
         loss += self._add_regularizers(model, grads.params)
@@ -90,4 +93,19 @@ class CpuTrainStep(TrainStep):
         from . import render_image
 
         return render_image(self._state.arrays.model, camera, self.background,
-                            active_sh_degree=active_sh_degree)
+                            active_sh_degree=active_sh_degree, config=self.render_config,
+                            filter_3d=self._state.filter_3d)
+
+    def update_filter_3d(self) -> None:
+        if self.render_config.antialiased:
+            from . import compute_filter_3d
+
+            self._state.filter_3d = compute_filter_3d(
+                self._state.arrays.model.means, self.filter_cameras,
+                self.render_config).astype(np.float32)
+
+    def filter_3d(self) -> np.ndarray | None:
+        if not self.render_config.antialiased:
+            return None
+        f = self._state.filter_3d
+        return np.zeros(self._state.n, np.float32) if f is None else f.copy()

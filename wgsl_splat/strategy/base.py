@@ -58,6 +58,11 @@ class Strategy(ABC):
         """Factor on the k-NN initial scale."""
         return 1.0
 
+    @property
+    def refine_stop(self) -> int:
+        """The step after which the strategy no longer changes the set of Gaussians."""
+        return self.config.stop
+
     def check(self, initial_count: int) -> None:
         """Raise :class:`StrategyError` when the configuration cannot work for this start."""
 
