@@ -11,7 +11,6 @@
 // The decisions compare float32 values with float32 thresholds the host computed (no division,
 // no transcendental), so they are those of the NumPy path bit for bit.
 
-const BIG: f32 = 3.0e38;    // a threshold that is "off"
 
 struct AdcParams {
     sizes: vec4<u32>,     // N, statistics plane stride (capacity), split samples, use `allowed`

@@ -1,8 +1,8 @@
 // 3DGS-MCMC on the device (NumPy twin: reference/rows.py relocate, add_by_opacity,
 // perturb_means):
 //
-//   mcmc_weights   : weights[i] = floor(σ(logit_i)·2^q) (0 for dead rows when relocating), and the
-//                    number of dead rows
+//   mcmc_weights   : weights[i] = floor(σ(logit_i)·2^q), σ from the shared table (0 for dead rows
+//                    when relocating), and the number of dead rows
 //   (prefix.wgsl: exclusive scan of the weights; the total is the last block sum)
 //   mcmc_draw      : each draw d (a dead row when relocating, a new row N + t when adding) takes
 //                    bits(key, d) mod total and finds the row whose weight interval holds it;
@@ -35,6 +35,10 @@ struct McmcParams {
 @group(0) @binding(5) var<storage, read_write> counts: array<atomic<u32>>;   // N draw counts, then dead
 @group(0) @binding(6) var<storage, read_write> relocated: array<vec2<f32>>;
 @group(0) @binding(7) var<storage, read_write> table: array<vec2<u32>>;
+@group(0) @binding(8) var<storage, read> sigmoid_table: array<f32>;   // σ(k/64), |k| ≤ 1024
+
+const SIGMOID_STEPS: f32 = 64.0;
+const SIGMOID_HALF: f32 = 1024.0;
 
 var<workgroup> wg_dead: atomic<u32>;
 
@@ -60,7 +64,9 @@ fn mcmc_weights(@builtin(local_invocation_index) lid: u32, @builtin(workgroup_id
     let i = thread_index(lid, wid);
     if (i < n) {
         let dead = is_dead(i);
-        var w = u32(floor(opacity(i) * exp2(f32(mp.sizes.z))));
+        // σ from the shared table at round(64·logit): the NumPy path's weights bit for bit
+        let k = clamp(round(params[mp.offs.z + i] * SIGMOID_STEPS), -SIGMOID_HALF, SIGMOID_HALF);
+        var w = u32(floor(sigmoid_table[u32(k + SIGMOID_HALF)] * f32(1u << mp.sizes.z)));
         if (dead && mp.keys.z == 1u) {
             w = 0u;
         }

@@ -87,6 +87,7 @@ class GpuTrainStep(TrainStep):
         self.renderer = GpuRenderer(ctx, pool=self.pool, lib=self.lib, raster_rows=raster_rows,
                                     threads=threads, parallel_scan=parallel_scan,
                                     config=self.render_config)
+        self.renderer.regularizers = (regularizers.opacity, regularizers.scale)
         self.filter = Filter3D(self.renderer) if self.render_config.antialiased else None
         self.loss = GpuLoss(ctx, self.pool, self.lib, lam=lambda_dssim, history=history,
                             variant=loss_variant)
@@ -209,7 +210,7 @@ class GpuTrainStep(TrainStep):
         self._begin(camera, active_sh_degree)
         target_name = self._target(target, view_id)
         slot = self._next_slot
-        stages = self.stages(target_name, slot)
+        stages = self.stages(target_name, slot, noise)
         with self.ctx.guard("encoding and submitting the training step"):
             enc = self.ctx.device.create_command_encoder(label="train step")
             if self.profiler is None:
@@ -236,16 +237,20 @@ class GpuTrainStep(TrainStep):
         self.steps += 1
         return None
 
-    def stages(self, target_name: str, slot: int) -> list:
-        """``(name, encode(cpass))`` of one step, in order (all in one pass unless profiling)."""
+    def stages(self, target_name: str, slot: int, noise=None) -> list:
+        """``(name, encode(cpass))`` of one step, in order (all in one pass unless profiling);
+        ``noise = (scale, key)``: MCMC's position noise before the update (gsplat's order)."""
         def loss(cpass):
             self.loss.encode(cpass, image="image", target=target_name, grad="grad_image", slot=slot)
 
         stages = list(self.renderer.forward_stages()) + [("loss", loss)]
         if self.renderer.num:
             stages.append(("raster backward", lambda cpass: self.backward.encode_raster(cpass)))
-        stages += [("project backward", lambda cpass: self.backward.encode_project(cpass)),
-                   ("adam", lambda cpass: self.adam.encode(cpass))]
+        stages.append(("project backward", lambda cpass: self.backward.encode_project(
+            cpass, stats=bool(self._state.stat_names))))
+        if noise is not None:
+            stages.append(("mcmc noise", lambda cpass: self._state.encode_perturb(cpass, *noise)))
+        stages.append(("adam", lambda cpass: self.adam.encode(cpass)))
         return stages
 
     def enable_profiling(self, on: bool = True) -> bool:

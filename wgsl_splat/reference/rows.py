@@ -29,6 +29,8 @@ RELOCATION_MAX_RATIO = 51      # gsplat's binomial table: at most 51 copies of o
 F32_EPS = float(np.finfo(np.float32).eps)
 NOISE_GATE_K, NOISE_GATE_X0 = 100.0, 0.995   # MCMC: σ(k·(1 − o − x0)) gates the position noise
 
+OFF = np.float32(3.0e38)         # a threshold that is off (finite: the device compares the same)
+
 # One random stream per purpose and step: stream = step · 4 + purpose.
 STREAM_SPLIT, STREAM_RELOCATE, STREAM_ADD, STREAM_NOISE = range(4)
 
@@ -93,11 +95,11 @@ def adc_thresholds(rnd: ADCRound) -> dict:
     f32 = np.float32
     return dict(
         grad=f32(rnd.grad_threshold),
-        log_clone=f32(math.log(rnd.clone_max_scale)) if rnd.clone_max_scale > 0 else f32(-np.inf),
+        log_clone=f32(math.log(rnd.clone_max_scale)) if rnd.clone_max_scale > 0 else -OFF,
         logit_min=f32(inverse_sigmoid(rnd.min_opacity)),
-        log_world=(f32(math.log(rnd.max_world_scale)) if rnd.max_world_scale else f32(np.inf)),
+        log_world=f32(math.log(rnd.max_world_scale)) if rnd.max_world_scale else OFF,
         log_div=f32(math.log(rnd.split_scale_div)),
-        screen=f32(rnd.max_screen_size) if rnd.max_screen_size > 0 else f32(np.inf))
+        screen=f32(rnd.max_screen_size) if rnd.max_screen_size > 0 else OFF)
 
 
 def adc_flags(a: HostArrays, rnd: ADCRound, allowed: np.ndarray | None = None):
@@ -123,15 +125,25 @@ def adc_flags(a: HostArrays, rnd: ADCRound, allowed: np.ndarray | None = None):
 
 def adc_budget(a: HostArrays, rnd: ADCRound) -> np.ndarray | None:
     """When more Gaussians qualify than ``rnd.room`` allows, the ones that may grow (strongest mean
-    gradients first, as many as fit); None when all fit. Needs the statistics on the host: the GPU
-    path downloads them (4 bytes per Gaussian) only in that case."""
+    gradients first, as many as fit); None when all fit."""
     clone, split, *_ = adc_flags(a, rnd)
-    cost = clone.astype(np.int64) + (rnd.split_samples - 1) * split
-    if int(cost.sum()) <= rnd.room:
+    if int(clone.sum()) + (rnd.split_samples - 1) * int(split.sum()) <= rnd.room:
         return None
-    grads = a.stats["grad_accum"].astype(np.float64) / np.maximum(a.stats["denom"], 1.0)
+    return adc_budget_from(a.stats["grad_accum"], a.stats["denom"], a.model.log_scales, rnd)
+
+
+def adc_budget_from(grad_accum, denom, log_scales, rnd: ADCRound) -> np.ndarray:
+    """The budget of :func:`adc_budget` from the arrays it needs (what the GPU path downloads, 16
+    bytes a Gaussian, only in a round whose room binds)."""
+    t = adc_thresholds(rnd)
+    ga, dn = np.asarray(grad_accum, np.float32), np.asarray(denom, np.float32)
+    high = ga >= t["grad"] * np.maximum(dn, np.float32(1.0))
+    max_ls = np.asarray(log_scales, np.float32).max(axis=1, initial=-np.inf)
+    small = max_ls <= t["log_clone"]
+    cost = (high & small).astype(np.int64) + (rnd.split_samples - 1) * (high & ~small)
+    grads = ga.astype(np.float64) / np.maximum(dn, 1.0)
     order = np.argsort(-grads, kind="stable")
-    allowed = np.zeros(len(a), bool)
+    allowed = np.zeros(len(ga), bool)
     allowed[order[np.cumsum(cost[order]) <= rnd.room]] = True
     return allowed
 
@@ -192,10 +204,22 @@ def weight_bits(n: int) -> int:
     return int(min(24, math.floor(math.log2((2 ** 32 - 1) / max(n, 1)))))
 
 
+# Opacities for sampling are read from a table of σ at logits k/64 (|logit| ≤ 16): the index is
+# round(64·logit), exact in float32 on both paths, so the weights are equal bit for bit (an exp()
+# differs in its last bits between NumPy and a GPU, and a weight floor(σ·2^q) with it). The table
+# is 0.4 % coarse in σ: immaterial for sampling in proportion to opacity.
+SIGMOID_STEPS, SIGMOID_RANGE = 64, 16
+SIGMOID_TABLE = (1.0 / (1.0 + np.exp(-np.arange(-SIGMOID_RANGE * SIGMOID_STEPS,
+                                                SIGMOID_RANGE * SIGMOID_STEPS + 1) / SIGMOID_STEPS))
+                 ).astype(np.float32)
+
+
 def opacity_weights(logits: np.ndarray, exclude: np.ndarray | None = None) -> np.ndarray:
-    """uint64 weights floor(σ(logit)·2^q), zero where ``exclude``."""
-    o = (np.float32(1.0) / (np.float32(1.0) + np.exp(-logits.astype(np.float32))))
-    w = np.floor(o * np.float32(2.0 ** weight_bits(len(logits)))).astype(np.uint64)
+    """uint64 weights floor(σ(logit)·2^q) (σ from :data:`SIGMOID_TABLE`), zero where ``exclude``."""
+    half = SIGMOID_RANGE * SIGMOID_STEPS
+    idx = np.clip(np.round(logits.astype(np.float32) * np.float32(SIGMOID_STEPS)), -half, half)
+    o = SIGMOID_TABLE[idx.astype(np.int64) + half]
+    w = np.floor(o * np.float32(2 ** weight_bits(len(logits)))).astype(np.uint64)
     if exclude is not None:
         w[exclude] = 0
     return w
