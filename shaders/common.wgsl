@@ -1,5 +1,5 @@
 // Shared constants and structs of the splatting pipeline (included once per module).
-// Conventions: DESIGN.md section 2 (OpenCV camera, pixel centres at integer + 0.5, 16x16 tiles).
+// Conventions: docs/design.md §2 (OpenCV camera, pixel centres at integer + 0.5, 16x16 tiles).
 
 // The render constants (tile size, near plane, dilation, alpha limits, T_MIN, the mode) come from
 // wgsl_splat/render_config.py: the loader generates this include from the module's RenderConfig.

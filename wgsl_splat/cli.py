@@ -11,9 +11,7 @@ import sys
 
 import click
 
-
-class UserError(click.ClickException):
-    """A problem with the user's input: printed as one clear line, exit code 1, no traceback."""
+from .errors import UserError
 
 
 class SplatGroup(click.Group):

@@ -10,7 +10,7 @@ import numpy as np
 
 from .atomic_io import save_png
 from .camera import Camera
-from .cli import UserError
+from .errors import UserError
 from .model import GaussianModel
 from .render_config import CLASSIC, RenderConfig, render_config
 

@@ -1,4 +1,4 @@
-"""Gaussian model parameters, stored exactly as the design's table (DESIGN.md §2)."""
+"""Gaussian model parameters, stored exactly as the design's table (docs/design.md §2)."""
 
 from __future__ import annotations
 

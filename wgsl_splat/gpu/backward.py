@@ -1,4 +1,4 @@
-"""Backward passes of the GPU step (DESIGN.md §3 stages 8-9), recorded into the caller's pass.
+"""Backward passes of the GPU step (docs/design.md §3 stages 8-9), recorded into the caller's pass.
 
 - ``shaders/raster_backward.wgsl``: one workgroup per tile, back to front, per-splat gradients of
   the 2D mean, conic, colour and opacity accumulated into ``grad2d`` (12 floats per splat) with one

@@ -1,6 +1,6 @@
 """The training step on the device: one command encoder, one compute pass, one submit per step.
 
-Per step (DESIGN.md §3), all recorded into a single compute pass on buffers that stay on the device:
+Per step (docs/design.md §3), all recorded into a single compute pass on buffers that stay on the device:
 
     forward (renderer.py: project, depth sort, emission, scan, rasterise)
     loss + dL/dimage (loss.py)
