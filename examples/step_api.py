@@ -16,7 +16,7 @@ from wgsl_splat.gpu.runtime import select_device
 from wgsl_splat.model import GaussianModel
 from wgsl_splat.optim import OptimConfig
 from wgsl_splat.ply import save_ply
-from wgsl_splat.step import CpuTrainStep
+from wgsl_splat.reference.step import CpuTrainStep
 
 
 def main(argv=None) -> float:

@@ -1,4 +1,4 @@
-// Stage 10: Adam in place on the device-resident parameters (DESIGN.md section 2; reference
+// Stage 10: Adam in place on the device-resident parameters (docs/design.md §2; reference
 // wgsl_splat/optim.py adam_step, i.e. torch.optim.Adam without weight decay or amsgrad).
 //
 // One dispatch over every parameter group: params, grads, m and v are flat float32 buffers with the

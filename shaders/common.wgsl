@@ -1,5 +1,5 @@
 // Shared constants and structs of the splatting pipeline (included once per module).
-// Conventions: DESIGN.md section 2 (OpenCV camera, pixel centres at integer + 0.5, 16x16 tiles).
+// Conventions: docs/design.md §2 (OpenCV camera, pixel centres at integer + 0.5, 16x16 tiles).
 
 // The render constants (tile size, near plane, dilation, alpha limits, T_MIN, the mode) come from
 // wgsl_splat/render_config.py: the loader generates this include from the module's RenderConfig.
@@ -20,6 +20,7 @@ struct RenderParams {
     model: vec4<u32>,         // N, K (SH coefficients stored per splat), active SH degree, capacity
     offs: vec4<u32>,          // float offsets in params[]: log_scales, quats, opacity logits, sh
     grid: vec4<u32>,          // per-splat dispatch: x workgroups per row, number of blocks, 0, 0
+    reg: vec4<f32>,           // regularisers' gradient factors: opacity / N, scale / 3N, 0, 0
 }
 
 // Projected splat, 48 bytes; what rasterisation (and its backward pass) reads per splat.

@@ -106,6 +106,21 @@ fn sh_backward(base: u32, k: u32, deg: u32, d: vec3<f32>, gc: vec3<f32>) -> vec3
     return gd;
 }
 
+// gsplat's regularisers (MCMC): opacity_reg · mean σ(logit) + scale_reg · mean exp(log-scale),
+// their gradients added to every Gaussian's, seen or not (rp.reg = the weights over N and 3N).
+fn add_regularizers(i: u32) {
+    if (rp.reg.x != 0.0) {
+        let sig = 1.0 / (1.0 + exp(-params[rp.offs.z + i]));
+        grads[rp.offs.z + i] = grads[rp.offs.z + i] + rp.reg.x * sig * (1.0 - sig);
+    }
+    if (rp.reg.y != 0.0) {
+        let o = rp.offs.x + 3u * i;
+        for (var c = 0u; c < 3u; c = c + 1u) {
+            grads[o + c] = grads[o + c] + rp.reg.y * exp(params[o + c]);
+        }
+    }
+}
+
 @compute @workgroup_size(256)
 fn project_backward(@builtin(local_invocation_index) lid: u32,
                     @builtin(workgroup_id) wid: vec3<u32>,
@@ -134,6 +149,7 @@ fn project_backward(@builtin(local_invocation_index) lid: u32,
         for (var c = 0u; c < k; c = c + 1u) {
             put3(sh_base + 3u * c, vec3<f32>(0.0));
         }
+        add_regularizers(i);
         return;
     }
 
@@ -243,4 +259,5 @@ fn project_backward(@builtin(local_invocation_index) lid: u32,
     g_t = g_t + vec3<f32>(fx / tz * v0.x, fy / tz * v0.y, -fx * e.u.x / tz * v0.x - fy * e.u.y / tz * v0.y);
     g_mean = g_mean + g_t.x * w0 + g_t.y * w1 + g_t.z * w2;
     put3(3u * i, g_mean);
+    add_regularizers(i);
 }

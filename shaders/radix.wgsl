@@ -5,7 +5,7 @@
 // Each thread processes its chunk serially, so the sort is stable without any workgroup-level
 // ranking; T (threads) is fixed per sort and the chunk length is derived on the GPU from the element
 // count (counters[stage.count_slot]), so the host never needs the count. Never a single-pass
-// decoupled look-back sort (DESIGN.md section 3).
+// decoupled look-back sort (docs/design.md §3).
 
 #include "common.wgsl"
 

@@ -10,7 +10,7 @@ def gpu_ctx():
     """A GpuContext on the default adapter (lavapipe in CI).
 
     Fails -- never skips -- when no adapter is found: CI must run the GPU tests for real
-    (DESIGN.md section 4). Install Mesa's lavapipe (Debian: mesa-vulkan-drivers) to get one.
+    (docs/design.md §4). Install Mesa's lavapipe (Debian: mesa-vulkan-drivers) to get one.
     """
     from wgsl_splat.gpu.runtime import GpuError, select_device
 

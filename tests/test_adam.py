@@ -32,7 +32,7 @@ def _scalar_adam(p, g, m, v, t, lr, b1=0.9, b2=0.999, eps=1e-15):
 
 
 def _reference_lr(name, k, t, extent, max_steps):
-    """Learning rate of element (group ``name``, SH coefficient ``k``) written from DESIGN.md §2."""
+    """Learning rate of element (group ``name``, SH coefficient ``k``) written from docs/design.md §2."""
     if name == "means":
         frac = min(t / max_steps, 1.0)
         return 1.6e-4 * extent * (1.6e-6 / 1.6e-4) ** frac

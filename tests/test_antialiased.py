@@ -18,7 +18,6 @@ from test_trainer import run, tiny_config
 from wgsl_splat.camera import Camera
 from wgsl_splat.cli import main
 from wgsl_splat.config import TrainConfig
-from wgsl_splat.densify import reset_opacity
 from wgsl_splat.gpu.renderer import GpuRenderer
 from wgsl_splat.gpu.shaders import SHADER_DIR, ShaderSource, load_source, struct_dtype
 from wgsl_splat.gpu.step import GpuTrainStep
@@ -32,7 +31,10 @@ from wgsl_splat.reference.filter3d import fuse_filter_3d, sampling_rates
 from wgsl_splat.reference.loss import psnr
 from wgsl_splat.render_config import (ANTIALIASED, CLASSIC, RenderConfig, RenderModeError,
                                       render_config)
-from wgsl_splat.step import CpuTrainStep
+from wgsl_splat.reference import rows
+from wgsl_splat.reference.step import CpuTrainStep
+from wgsl_splat.state import HostArrays
+from wgsl_splat.strategy import ADC, ADCConfig, StrategyContext
 from wgsl_splat.trainer import filter_3d_refresh_due
 
 # -- the render configuration ---------------------------------------------------------------------
@@ -100,8 +102,9 @@ def test_struct_dtype_follows_the_wgsl_uniform_layout():
         struct_dtype(ShaderSource("t", code, (), ()), "T")
     with pytest.raises(ValueError, match="16-byte"):
         struct_dtype(ShaderSource("t", "struct U { x: array<f32, 4>, }", (), ()), "U")
-    # the uniforms the host fills: sizes the hand-counted packing used before
-    assert struct_dtype(load_source("project"), "RenderParams").itemsize == 176
+    # the uniforms the host fills: sizes the hand-counted packing used before (RenderParams has
+    # grown by the regularisers' vec4 since)
+    assert struct_dtype(load_source("project"), "RenderParams").itemsize == 176 + 16
     assert struct_dtype(load_source("adam"), "AdamParams").itemsize == 304
 
 
@@ -198,9 +201,9 @@ def test_opacity_reset_caps_the_rendered_opacity():
     f = rng.uniform(0.0, 0.05, 50)
     adam = AdamState.zeros_for(model)
     plain = model.copy()
-    reset_opacity(plain, AdamState.zeros_for(model), 0.01)
+    rows.reset_opacity(HostArrays(plain, AdamState.zeros_for(model)), 0.01)
     assert plain.opacities.max() == pytest.approx(0.01)
-    reset_opacity(model, adam, 0.01, f)
+    rows.reset_opacity(HostArrays(model, adam), 0.01, f)
     _, comp3 = _comp3(model, f)
     rendered = model.opacities * comp3
     assert rendered.max() == pytest.approx(0.01, rel=1e-6) and np.all(rendered <= 0.01 * (1 + 1e-6))
@@ -240,7 +243,7 @@ def test_filter_3d_kernel_matches_reference(gpu_ctx):
     empty.set_filter_cameras([cams[0]])
     model.means[:] = [0.0, 0.0, 0.0]
     model.means += cams[0].center.astype(np.float32)  # every mean at the camera: nothing seen
-    empty.set_state(model, AdamState.zeros_for(model), empty.get_state()[2])
+    empty.state.upload(HostArrays(model, AdamState.zeros_for(model), empty.state.download().stats))
     empty.update_filter_3d()
     assert not empty.filter_3d().any()
 
@@ -405,8 +408,8 @@ def test_classic_mode_unchanged_bit_for_bit(gpu_ctx):
 
 def test_filter_refresh_cadence():
     cfg = TrainConfig(iters=7000)
-    cfg.densify.stop = 6000
-    due = [it for it in range(1, 7001) if filter_3d_refresh_due(it, cfg)]
+    adc = ADC(ADCConfig(stop=6000), StrategyContext(1.0, False, 0))
+    due = [it for it in range(1, 7001) if filter_3d_refresh_due(it, cfg, adc)]
     assert due == list(range(6100, 6900, 100))
 
 
@@ -419,8 +422,9 @@ class CountingCpuStep(CpuTrainStep):
         super().update_filter_3d()
 
 
-def aa_cpu_factory(model, optim, background, lam, adam):
-    return CountingCpuStep(model, optim, background, lam, adam, render_config=ANTIALIASED)
+def aa_cpu_factory(arrays, optim, background, lam, regularizers):
+    return CountingCpuStep(arrays, optim, background, lam, regularizers=regularizers,
+                           render_config=ANTIALIASED)
 
 
 def test_cpu_training_keeps_the_filter_current_and_resumes_exactly(tmp_path):
@@ -451,8 +455,9 @@ def test_gpu_training_run(tmp_path, gpu_ctx):
     cfg.render_mode = "antialiased"
     runs = []
 
-    def factory(model, optim, background, lam, adam):
-        step = GpuTrainStep(gpu_ctx, model, optim, background, lam, adam, render_config=ANTIALIASED)
+    def factory(arrays, optim, background, lam, regularizers):
+        step = GpuTrainStep(gpu_ctx, arrays, optim, background, lam, regularizers=regularizers,
+                            render_config=ANTIALIASED)
         runs.append(step)
         return step
 

@@ -21,7 +21,9 @@ from wgsl_splat.model import GaussianModel, rgb_to_sh_dc
 from wgsl_splat.optim import AdamState, OptimConfig, adam_step
 from wgsl_splat.random_scene import random_scene
 from wgsl_splat.reference import loss_and_grad, render
-from wgsl_splat.step import CpuTrainStep, ndc_grad_norm
+from wgsl_splat.reference.step import CpuTrainStep
+from wgsl_splat.state import HostArrays
+from wgsl_splat.step import ndc_grad_norm
 
 VARIANTS = [(True, True), (True, False), (False, True), (False, False)]   # float atomics, subgroups
 
@@ -208,14 +210,15 @@ def test_one_step_equals_cpu_step_with_statistics(gpu_ctx):
     gpu = GpuTrainStep(gpu_ctx, model, config)
     cpu.step(cam, target)
     gpu.step(cam, target)
-    mc, ac, sc = cpu.get_state()
-    mg, ag, sg = gpu.get_state()
+    c, g = cpu.state.download(), gpu.state.download()
+    mc, ac, sc = c.model, c.adam, c.stats
+    mg, ag, sg = g.model, g.adam, g.stats
     assert ag.step == ac.step == 1
     for name, a in mg.arrays().items():
         # One Adam step moves each parameter by ≈ lr·sign(g): equal unless g is ~0 (sign flips).
         close = np.isclose(a, mc.arrays()[name], rtol=1e-5, atol=1e-6)
         assert close.mean() > 0.99, f"seed {seed}: {name} differs in {np.sum(~close)} entries"
-    np.testing.assert_array_equal(sg.denom, sc.denom, err_msg=f"seed {seed}")
+    np.testing.assert_array_equal(sg["denom"], sc["denom"], err_msg=f"seed {seed}")
     # radius = ceil(3 sqrt(λmax)): equal, except that where 3 sqrt(λmax) sits on an integer the
     # two float32 computations may round to neighbours (seed 737674470: 150 vs 149)
     conic = render(model.astype(np.float64), cam).proj.conics
@@ -224,10 +227,10 @@ def test_one_step_equals_cpu_step_with_statistics(gpu_ctx):
     mid = 0.5 * (cov_a + cov_c)
     r3 = 3.0 * np.sqrt(mid + np.sqrt(np.maximum(mid * mid - (cov_a * cov_c - cov_b ** 2), 0.0)))
     on_integer = np.abs(r3 - np.round(r3)) < 1e-4
-    diff = np.abs(sg.max_radii - sc.max_radii)
+    diff = np.abs(sg["max_radii"] - sc["max_radii"])
     assert np.all(diff[~on_integer] == 0) and np.all(diff[on_integer] <= 1), f"seed {seed}"
-    assert rel_error(sg.grad_accum, sc.grad_accum)[0] <= TOLERANCE, f"seed {seed}"
-    assert np.all(sg.grad_accum[sg.denom == 0] == 0)
+    assert rel_error(sg["grad_accum"], sc["grad_accum"])[0] <= TOLERANCE, f"seed {seed}"
+    assert np.all(sg["grad_accum"][sg["denom"] == 0] == 0)
 
 
 def test_no_readback_or_allocation_inside_steps(gpu_ctx):
@@ -275,7 +278,7 @@ def test_capacity_grows_after_upload_before_training(gpu_ctx):
     model, cam, target = make_problem(fresh_seed(), 300, 96, 64)
     step = GpuTrainStep(gpu_ctx, model, OptimConfig())
     step.renderer._set_capacity(1024)                     # far too small for this scene
-    step.set_state(*step.get_state())
+    step.state.upload(step.state.download())
     step.step(cam, target)
     step.take_losses()
     assert step.renderer.capacity >= step.renderer.last_count > 1024
@@ -287,25 +290,25 @@ def test_state_round_trip(gpu_ctx):
     model = GaussianModel.random(77, rng, sh_degree=2, dtype=np.float32)
     adam = AdamState(model.map(lambda a: rng.normal(size=a.shape).astype(np.float32)),
                      model.map(lambda a: rng.uniform(size=a.shape).astype(np.float32)), 17)
-    stats = type(CpuTrainStep(model, OptimConfig()).stats)(
-        *(rng.uniform(size=77).astype(np.float32) for _ in range(3)))
+    stats = {k: rng.uniform(size=77).astype(np.float32) for k in ("grad_accum", "denom", "max_radii")}
     step = GpuTrainStep(gpu_ctx, model, OptimConfig(), adam=adam)
-    step.set_state(model, adam, stats)
-    m, a, s = step.get_state()
-    for name, arr in m.arrays().items():
+    step.state.upload(HostArrays(model, adam, stats))
+    back = step.state.download()
+    for name, arr in back.model.arrays().items():
         np.testing.assert_array_equal(arr, model.arrays()[name])
-    np.testing.assert_array_equal(ParamLayout.pack(a.m), ParamLayout.pack(adam.m))
-    assert a.step == 17
-    np.testing.assert_array_equal(s.denom, stats.denom)
+    np.testing.assert_array_equal(ParamLayout.pack(back.adam.m), ParamLayout.pack(adam.m))
+    assert back.adam.step == 17
+    for k, v in stats.items():
+        np.testing.assert_array_equal(back.stats[k], v)
 
 
 def test_densification_statistic_is_ndc_gradient_norm(gpu_ctx):
     model, cam, target = make_problem(fresh_seed(), 80, 48, 40)
     step = GpuTrainStep(gpu_ctx, model, OptimConfig())
     g = step.gradients(cam, target)          # leaves the statistics alone
-    assert not np.any(step.get_state()[2].denom)
+    assert not np.any(step.state.download().stats["denom"])
     step.step(cam, target)
-    stats = step.get_state()[2]
-    vis = stats.denom > 0
-    np.testing.assert_allclose(stats.grad_accum[vis], ndc_grad_norm(g.screen[vis, :2], 48, 40),
+    stats = step.state.download().stats
+    vis = stats["denom"] > 0
+    np.testing.assert_allclose(stats["grad_accum"][vis], ndc_grad_norm(g.screen[vis, :2], 48, 40),
                                rtol=1e-4, atol=1e-9)

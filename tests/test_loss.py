@@ -1,4 +1,4 @@
-"""Loss of DESIGN.md §2: SSIM against a direct 2D computation, gradients against finite differences."""
+"""Loss of docs/design.md §2: SSIM against a direct 2D computation, gradients against finite differences."""
 
 import math
 

@@ -7,7 +7,8 @@ import numpy as np
 from wgsl_splat.optim import AdamState, OptimConfig, adam_step
 from wgsl_splat.random_scene import random_scene
 from wgsl_splat.reference import loss_and_grad, render, render_backward
-from wgsl_splat.step import CpuTrainStep, ndc_grad_norm
+from wgsl_splat.reference.step import CpuTrainStep
+from wgsl_splat.step import ndc_grad_norm
 
 
 def test_step_equals_reference_pipeline_and_fits_a_target():
@@ -34,10 +35,10 @@ def test_step_equals_reference_pipeline_and_fits_a_target():
     assert step.step(cam, target) == loss0
     for name, a in step.get_model().arrays().items():
         np.testing.assert_array_equal(a, manual.arrays()[name], err_msg=f"seed {seed} {name}")
-    _, _, stats = step.get_state()
+    stats = step.state.download().stats
     vis = grads.visible
-    np.testing.assert_allclose(stats.grad_accum[vis], ndc_grad_norm(grads.screen.means2d[vis], 40, 32), rtol=1e-6)
-    assert np.all(stats.denom == vis) and np.all(stats.grad_accum[~vis] == 0)
+    np.testing.assert_allclose(stats["grad_accum"][vis], ndc_grad_norm(grads.screen.means2d[vis], 40, 32), rtol=1e-6)
+    assert np.all(stats["denom"] == vis) and np.all(stats["grad_accum"][~vis] == 0)
 
     losses = [step.step(cam, target) for _ in range(60)]
     assert losses[-1] < 0.5 * loss0, f"seed {seed}: loss {loss0} -> {losses[-1]}"

@@ -9,13 +9,15 @@ import pytest
 from click.testing import CliRunner
 
 from wgsl_splat.cli import main
-from wgsl_splat.config import DensifyConfig, preset
+from wgsl_splat.config import preset
 from wgsl_splat.default_scene import default_dataset
-from wgsl_splat.densify import densify_and_prune, reset_opacity
 from wgsl_splat.model import GaussianModel
 from wgsl_splat.optim import AdamState
 from wgsl_splat.ply import load_ply
-from wgsl_splat.step import CpuTrainStep, DensifyStats
+from wgsl_splat.reference import rows
+from wgsl_splat.reference.step import CpuTrainStep
+from wgsl_splat.state import ADCRound, HostArrays
+from wgsl_splat.strategy import ADCConfig
 from wgsl_splat.trainer import Trainer, TrainingError
 
 
@@ -30,12 +32,12 @@ def tiny_config(iters=24):
     cfg.checkpoint_every = 8
     cfg.log_every = 4
     cfg.sh_increase_every = 6
-    cfg.densify = DensifyConfig(start=4, stop=20, every=4, opacity_reset_every=12, grad_threshold=1e-4)
+    cfg.adc = ADCConfig(start=4, stop=20, every=4, opacity_reset_every=12, grad_threshold=1e-4)
     return cfg
 
 
-def cpu_factory(model, optim, background, lam, adam):
-    return CpuTrainStep(model, optim, background, lam, adam)
+def cpu_factory(arrays, optim, background, lam, regularizers):
+    return CpuTrainStep(arrays, optim, background, lam, regularizers=regularizers)
 
 
 def run(out, cfg, resume=None, factory=cpu_factory, on_step=None):
@@ -95,11 +97,11 @@ class NaNAfter(CpuTrainStep):
 
     bad_at = 11
 
-    def step(self, camera, target, active_sh_degree=None, view_id=None):
+    def step(self, camera, target, active_sh_degree=None, view_id=None, noise=None):
         self.count = getattr(self, "count", 0) + 1
         if self.count >= self.bad_at:
             self.model.means[0] = np.nan
-        return super().step(camera, target, active_sh_degree, view_id)
+        return super().step(camera, target, active_sh_degree, view_id, noise)
 
 
 class ExplodesAfter(CpuTrainStep):
@@ -109,11 +111,11 @@ class ExplodesAfter(CpuTrainStep):
 
     bad_at = 13
 
-    def step(self, camera, target, active_sh_degree=None, view_id=None):
+    def step(self, camera, target, active_sh_degree=None, view_id=None, noise=None):
         self.count = getattr(self, "count", 0) + 1
         if self.count >= self.bad_at:
             self.model.log_scales += 3.0
-        return super().step(camera, target, active_sh_degree, view_id)
+        return super().step(camera, target, active_sh_degree, view_id, noise)
 
 
 @pytest.mark.parametrize("step_class, good, why", [
@@ -121,15 +123,15 @@ class ExplodesAfter(CpuTrainStep):
     (ExplodesAfter, [8], "times the scene extent at step 16: training diverged")])
 def test_divergence_stops_and_keeps_last_good_checkpoint(tmp_path, step_class, good, why):
     cfg = tiny_config(16)
-    cfg.densify.stop = 12
+    cfg.adc.stop = 12
     with pytest.raises(TrainingError, match=why) as info:
-        run(tmp_path, cfg, factory=lambda m, o, b, l, a: step_class(m, o, b, l, a))
+        run(tmp_path, cfg, factory=lambda a, o, b, l, r: step_class(a, o, b, l, regularizers=r))
     assert f"ckpt_{good[-1]:06d}.npz" in str(info.value) and "--lr-scale" in str(info.value)
     ckpts = sorted(os.listdir(tmp_path / "checkpoints"))
     assert ckpts == [f"ckpt_{k:06d}.npz" for k in good]
     assert not (tmp_path / "point_cloud").exists()       # no PLY from the diverged state
-    meta, model, _, _ = Trainer.load_checkpoint(str(tmp_path / "checkpoints" / ckpts[0]))
-    assert all(np.all(np.isfinite(v)) for v in model.arrays().values())
+    meta, arrays = Trainer.load_checkpoint(str(tmp_path / "checkpoints" / ckpts[0]))
+    assert all(np.all(np.isfinite(v)) for v in arrays.model.arrays().values())
 
 
 def test_interrupt_saves_a_checkpoint(tmp_path):
@@ -149,52 +151,56 @@ def make_model(n, rng, log_scale):
     return model
 
 
+def adc_round(extent, after_reset, cfg=None, key=0):
+    """The round the ADC strategy runs (strategy/adc.py), for a scene of ``extent``."""
+    cfg = cfg or ADCConfig()
+    return ADCRound(cfg.grad_threshold, cfg.percent_dense * extent, cfg.split_samples,
+                    cfg.split_scale_div, cfg.min_opacity,
+                    cfg.max_world_scale * extent if after_reset else None,
+                    cfg.max_screen_size if after_reset else 0.0, 10**9, key)
+
+
 def test_densify_rules():
     rng = np.random.default_rng()
-    cfg = DensifyConfig()
     extent = 2.0
     small = make_model(4, rng, np.log(0.005))   # ≤ 0.01·extent: clone
     large = make_model(4, rng, np.log(0.05))    # > 0.01·extent: split
     model = GaussianModel.concatenate([small, large])
     model.opacity_logits[3] = -10.0             # transparent: pruned
-    stats = DensifyStats.zeros(8)
-    stats.denom[:] = 2
-    stats.grad_accum[[0, 1, 4, 5]] = 2 * 3e-4   # above 2e-4 on average
-    stats.grad_accum[[2, 6]] = 2 * 1e-4         # below
-    adam = AdamState.zeros_for(model)
-    adam.m.means[:] = 1.0
-    out, out_adam, out_stats, report = densify_and_prune(model, adam, stats, cfg, extent, False, rng)
+    a = HostArrays.fresh(model, ("grad_accum", "denom", "max_radii"))
+    a.stats["denom"][:] = 2
+    a.stats["grad_accum"][[0, 1, 4, 5]] = 2 * 3e-4   # above 2e-4 on average
+    a.stats["grad_accum"][[2, 6]] = 2 * 1e-4         # below
+    a.adam.m.means[:] = 1.0
+    out, report = rows.densify_adc(a, adc_round(extent, False))
     assert (report.cloned, report.split, report.pruned) == (2, 2, 1)
-    assert len(out) == 8 + 2 + 2 * 2 - 2 - 1 == len(out_adam) == len(out_stats.denom)
+    assert len(out) == 8 + 2 + 2 * 2 - 2 - 1 == len(out.adam) == len(out.stats["denom"])
     # split children have scale / 1.6 and sit around their parent
-    children = out.subset(slice(len(out) - 4, None))
+    children = out.model.subset(slice(len(out) - 4, None))
     np.testing.assert_allclose(np.exp(children.log_scales), 0.05 / 1.6, rtol=1e-5)
     parents = model.means[[4, 5, 4, 5]]  # samples are stacked sample-major: (s0 p4, s0 p5, s1 p4, s1 p5)
     assert np.all(np.linalg.norm(children.means - parents, axis=1) < 6 * 0.05)
     # new Gaussians start with zero moments, survivors keep theirs
-    assert np.all(out_adam.m.means[:len(out) - 6] == 1.0) and np.all(out_adam.m.means[-6:] == 0.0)
-    assert np.all(out_stats.grad_accum == 0)
+    assert np.all(out.adam.m.means[:len(out) - 6] == 1.0) and np.all(out.adam.m.means[-6:] == 0.0)
+    assert np.all(out.stats["grad_accum"] == 0)
 
 
 def test_densify_prunes_large_after_reset_and_resets_opacity():
     rng = np.random.default_rng()
-    cfg = DensifyConfig()
     model = make_model(3, rng, np.log(0.01))
     model.log_scales[0] = np.log(0.5)           # > 0.1·extent in the world
-    stats = DensifyStats.zeros(3)
-    stats.max_radii[1] = 25                     # > 20 px on screen
-    adam = AdamState.zeros_for(model)
+    a = HostArrays.fresh(model, ("grad_accum", "denom", "max_radii"))
+    a.stats["max_radii"][1] = 25                # > 20 px on screen
     # default: the world-size test only (screen-size pruning is off, as effectively in 3DGS)
-    out, _, _, report = densify_and_prune(model, adam, stats, cfg, 2.0, True, rng)
+    out, report = rows.densify_adc(a, adc_round(2.0, True))
     assert len(out) == 2 and report.pruned == 1
-    cfg.max_screen_size = 20.0                  # opt in: > 20 px on screen is pruned too
-    out, _, _, report = densify_and_prune(model, adam, stats, cfg, 2.0, True, rng)
+    cfg = ADCConfig(max_screen_size=20.0)       # opt in: > 20 px on screen is pruned too
+    out, report = rows.densify_adc(a, adc_round(2.0, True, cfg))
     assert len(out) == 1 and report.pruned == 2
-    adam = AdamState.zeros_for(out)
-    adam.m.opacity_logits[:] = 3.0
-    reset_opacity(out, adam, 0.01)
-    np.testing.assert_allclose(out.opacities, 0.01, rtol=1e-4)
-    assert np.all(adam.m.opacity_logits == 0)
+    out.adam.m.opacity_logits[:] = 3.0
+    rows.reset_opacity(out, 0.01)
+    np.testing.assert_allclose(out.model.opacities, 0.01, rtol=1e-4)
+    assert np.all(out.adam.m.opacity_logits == 0)
 
 
 def test_train_command_end_to_end(tmp_path):
@@ -236,8 +242,8 @@ def test_evaluation_on_a_reset_step_sees_the_model_before_the_reset(tmp_path):
     """3DGS order: evaluate (and save) before the step's densification and opacity reset."""
     cfg = tiny_config(12)
     cfg.eval_at = (12,)
-    cfg.densify.opacity_reset_every = 12
-    cfg.densify.stop = 20
+    cfg.adc.opacity_reset_every = 12
+    cfg.adc.stop = 20
     trainer, _, _ = run(tmp_path, cfg)
     ply = load_ply(tmp_path / "point_cloud" / "iteration_12" / "point_cloud.ply")
     assert np.median(ply.opacities) > 0.011, "the saved model was taken after the reset"
@@ -256,7 +262,7 @@ def test_white_background_resets_opacity_at_the_first_densification(tmp_path):
     for background, reset in (((1.0, 1.0, 1.0), True), ((0.0, 0.0, 0.0), False)):
         cfg = tiny_config(6)
         cfg.background = background
-        cfg.densify.start = 4       # densify_now needs it > start: step 4 only resets
+        cfg.adc.start = 4       # densify_now needs it > start: step 4 only resets
         trainer = Trainer(default_dataset(resolution=6, eval_split=True, num_cameras=16,
                                           num_points=600, background=background),
                           cfg, str(tmp_path / str(reset)), cpu_factory, log=lambda m: None)

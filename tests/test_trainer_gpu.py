@@ -19,8 +19,8 @@ MOUSE = Path(__file__).resolve().parents[2] / "shared" / "data" / "mouse"
 
 @pytest.fixture
 def gpu_factory(gpu_ctx):
-    return lambda model, optim, background, lam, adam: GpuTrainStep(gpu_ctx, model, optim, background,
-                                                                     lam, adam)
+    return lambda arrays, optim, background, lam, reg: GpuTrainStep(gpu_ctx, arrays, optim, background,
+                                                                    lam, regularizers=reg)
 
 
 def test_gpu_run_outputs_densification_and_log(tmp_path, gpu_factory):
@@ -107,7 +107,7 @@ def small_bindings(monkeypatch):
 
 def test_densification_is_capped_by_the_adapters_bindings(tmp_path, gpu_factory, small_bindings):
     cfg = tiny_config()
-    cfg.densify.grad_threshold = 1e-12     # every visible Gaussian wants to grow
+    cfg.adc.grad_threshold = 1e-12     # every visible Gaussian wants to grow
     trainer, summary, _ = run(tmp_path, cfg, factory=gpu_factory)
     assert summary["iterations"] == 24 and 1000 < summary["num_gaussians"] <= small_bindings
     log = (tmp_path / "train.log").read_text()

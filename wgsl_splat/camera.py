@@ -1,4 +1,4 @@
-"""Pinhole camera in the OpenCV convention (x right, y down, z forward), DESIGN.md §2."""
+"""Pinhole camera in the OpenCV convention (x right, y down, z forward), docs/design.md §2."""
 
 from __future__ import annotations
 

@@ -11,9 +11,7 @@ import sys
 
 import click
 
-
-class UserError(click.ClickException):
-    """A problem with the user's input: printed as one clear line, exit code 1, no traceback."""
+from .errors import UserError
 
 
 class SplatGroup(click.Group):
@@ -133,6 +131,18 @@ def render(model_path, data, resolution, camera_json, out_dir, background, limit
 @click.option("--prune-screen-size", type=FiniteFloat(min=0), default=None,
               help="Also prune Gaussians wider than this many pixels after the first reset "
                    "(default 0 = off, as the original 3DGS effectively does).")
+@click.option("--strategy", type=click.Choice(["adc", "mcmc"]), default="adc", show_default=True,
+              help="Densification: adc = 3DGS adaptive density control (clone, split, prune, "
+                   "opacity reset); mcmc = 3DGS-MCMC (relocate dead Gaussians, grow to --cap-max, "
+                   "position noise, opacity/scale regularisers).")
+@click.option("--cap-max", type=click.IntRange(min=1), default=None,
+              help="mcmc: the number of Gaussians the run grows to (default 1000000).")
+@click.option("--mcmc-noise-lr", type=FiniteFloat(min=0), default=None,
+              help="mcmc: position noise, a factor on the means' learning rate (default 5e5).")
+@click.option("--opacity-reg", type=FiniteFloat(min=0), default=None,
+              help="mcmc: weight of the mean-opacity regulariser (default 0.01).")
+@click.option("--scale-reg", type=FiniteFloat(min=0), default=None,
+              help="mcmc: weight of the mean-scale regulariser (default 0.01).")
 @click.option("--white-background", is_flag=True, help="Train against a white background (synthetic scenes).")
 @click.option("--seed", type=click.IntRange(min=0), default=0, show_default=True)
 @click.option("--resume", default=None,
@@ -149,10 +159,7 @@ def render(model_path, data, resolution, camera_json, out_dir, background, limit
               help="Train and render with Mip-Splatting's filters (3D smoothing + 2D Mip filter), "
                    "for models that stay sharp and alias-free at other resolutions and distances.")
 @click.pass_context
-def train(ctx, data, out_dir, preset, iters, eval_split, resolution, device, adapter_filter, sh_degree,
-          densify_from, densify_until, densify_every, densify_grad_threshold, opacity_reset_every,
-          prune_screen_size, white_background, seed, resume, overwrite, lr_scale, eval_at, preview,
-          antialiased):
+def train(ctx, **options):
     """Train on DATA: a COLMAP folder, a transforms.json scene, one image, or 'default' (the
     embedded procedural scene). Writes a .ply, checkpoints, metrics.json and a log into --out,
     which holds one run: an existing run is continued (--resume latest) or replaced (--overwrite).
@@ -161,11 +168,7 @@ def train(ctx, data, out_dir, preset, iters, eval_split, resolution, device, ada
     with 130 / 143."""
     from . import commands
 
-    commands.train(data, out_dir, preset, iters, eval_split, resolution, device, adapter_filter, sh_degree,
-                   densify_from, densify_until, densify_every, densify_grad_threshold,
-                   opacity_reset_every, prune_screen_size, white_background, seed, resume, eval_at,
-                   preview, overwrite=overwrite, lr_scale=lr_scale, given=given_flags(ctx),
-                   antialiased=antialiased)
+    commands.train(**options, given=given_flags(ctx))
 
 
 @main.command("eval")

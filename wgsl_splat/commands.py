@@ -10,7 +10,7 @@ import numpy as np
 
 from .atomic_io import save_png
 from .camera import Camera
-from .cli import UserError
+from .errors import UserError
 from .model import GaussianModel
 from .render_config import CLASSIC, RenderConfig, render_config
 
@@ -175,10 +175,11 @@ def make_step_factory(device: str, adapter_filter: str | None, echo,
                       config: RenderConfig = CLASSIC):
     """Pick the path: returns ``(factory, description)`` where ``factory`` builds a TrainStep
     rendering in ``config``'s mode."""
-    from .step import CpuTrainStep
+    from .reference.step import CpuTrainStep
 
-    def cpu_factory(model, optim, background, lambda_dssim, adam):
-        return CpuTrainStep(model, optim, background, lambda_dssim, adam, render_config=config)
+    def cpu_factory(arrays, optim, background, lambda_dssim, regularizers):
+        return CpuTrainStep(arrays, optim, background, lambda_dssim, regularizers=regularizers,
+                            render_config=config)
 
     ctx = None if device == "cpu" else gpu_context(device, adapter_filter, echo)
     if ctx is None:
@@ -192,8 +193,9 @@ def make_step_factory(device: str, adapter_filter: str | None, echo,
         echo(f"Warning: {msg}; training on the NumPy path")
         return cpu_factory, "cpu (NumPy reference)"
 
-    def gpu_factory(model, optim, background, lambda_dssim, adam):
-        return GpuTrainStep(ctx, model, optim, background, lambda_dssim, adam, render_config=config)
+    def gpu_factory(arrays, optim, background, lambda_dssim, regularizers):
+        return GpuTrainStep(ctx, arrays, optim, background, lambda_dssim,
+                            regularizers=regularizers, render_config=config)
 
     return gpu_factory, f"gpu ({ctx.name})"
 
@@ -201,7 +203,7 @@ def make_step_factory(device: str, adapter_filter: str | None, echo,
 def _run_settings(cfg, run: dict) -> dict:
     """The value of every ``train`` flag that shapes a run, read from its configuration and run
     info: what a resumed run compares the flags given again with (keys are the flags' names)."""
-    d = cfg.densify
+    d, m = cfg.adc, cfg.mcmc
     return {"data": run.get("data"), "preset": run.get("preset"),
             "resolution": run.get("resolution"), "eval_split": run.get("eval_split"),
             "iters": cfg.iters, "sh_degree": cfg.sh_degree, "densify_from": d.start,
@@ -210,6 +212,8 @@ def _run_settings(cfg, run: dict) -> dict:
             "opacity_reset_every": d.opacity_reset_every, "prune_screen_size": d.max_screen_size,
             "white_background": tuple(cfg.background) == (1.0, 1.0, 1.0), "seed": cfg.seed,
             "eval_at": tuple(cfg.eval_at), "lr_scale": cfg.optim.lr_scale,
+            "strategy": cfg.strategy, "cap_max": m.cap_max, "mcmc_noise_lr": m.noise_lr,
+            "opacity_reg": m.opacity_reg, "scale_reg": m.scale_reg,
             "antialiased": cfg.render_mode == "antialiased"}
 
 
@@ -254,12 +258,16 @@ def _default_out_dir(data: str, resume: str | None) -> str:
     return os.path.join("runs", name)
 
 
-def train(data, out_dir, preset, iters, eval_split, resolution, device, adapter_filter, sh_degree,
-          densify_from, densify_until, densify_every, densify_grad_threshold, opacity_reset_every,
-          prune_screen_size, white_background, seed, resume, eval_at, preview=False,
-          overwrite=False, lr_scale=1.0, given=frozenset(), antialiased=False) -> None:
-    """``given``: the names of the flags given on the command line (a resumed run checks them
-    against its own configuration instead of applying them)."""
+def train(data="default", out_dir=None, preset="default", iters=None, eval_split=False,
+          resolution=1, device="auto", adapter_filter=None, sh_degree=None, densify_from=None,
+          densify_until=None, densify_every=None, densify_grad_threshold=None,
+          opacity_reset_every=None, prune_screen_size=None, white_background=False, seed=0,
+          resume=None, eval_at=None, preview=False, overwrite=False, lr_scale=1.0,
+          strategy="adc", cap_max=None, mcmc_noise_lr=None, opacity_reg=None, scale_reg=None,
+          antialiased=False, given=frozenset()) -> None:
+    """The ``train`` command (its flags, by name). ``given``: the names of the flags given on the
+    command line (a resumed run checks them against its own configuration instead of applying
+    them)."""
     import click
     from dataclasses import replace
 
@@ -276,12 +284,16 @@ def train(data, out_dir, preset, iters, eval_split, resolution, device, adapter_
         cfg.eval_at = _parse_eval_at(eval_at, cfg.iters)
     if sh_degree is not None:
         cfg.sh_degree = sh_degree
-    for name, value in (("start", densify_from), ("stop", densify_until), ("every", densify_every),
-                        ("grad_threshold", densify_grad_threshold),
-                        ("opacity_reset_every", opacity_reset_every),
-                        ("max_screen_size", prune_screen_size)):
+    for section, name, value in (
+            (cfg.adc, "start", densify_from), (cfg.adc, "stop", densify_until),
+            (cfg.adc, "every", densify_every), (cfg.adc, "grad_threshold", densify_grad_threshold),
+            (cfg.adc, "opacity_reset_every", opacity_reset_every),
+            (cfg.adc, "max_screen_size", prune_screen_size), (cfg.mcmc, "cap_max", cap_max),
+            (cfg.mcmc, "noise_lr", mcmc_noise_lr), (cfg.mcmc, "opacity_reg", opacity_reg),
+            (cfg.mcmc, "scale_reg", scale_reg)):
         if value is not None:
-            setattr(cfg.densify, name, value)
+            setattr(section, name, value)
+    cfg.strategy = strategy
     cfg.seed = seed
     cfg.background = (1.0, 1.0, 1.0) if white_background else (0.0, 0.0, 0.0)
     cfg.optim = replace(cfg.optim, lr_scale=float(lr_scale))
@@ -394,7 +406,7 @@ class _preview_hook:
         if self.preview is None:
             from .viewer import TrainingPreview, ViewerError
 
-            if not hasattr(trainer.step, "renderer"):
+            if trainer.step.renderer is None:
                 self.echo("Warning: --preview needs the GPU path; training continues without it")
                 self.off = True
                 return

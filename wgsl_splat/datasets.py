@@ -1,7 +1,7 @@
 """Load training scenes: COLMAP sparse models, NeRF/instant-ngp ``transforms.json``, single images.
 
 :func:`load_dataset` detects the kind of ``path`` and returns a :class:`Dataset` of posed pinhole
-cameras (world-to-camera, OpenCV axes, DESIGN.md §2), an optional SfM point cloud and a train/test
+cameras (world-to-camera, OpenCV axes, docs/design.md §2), an optional SfM point cloud and a train/test
 split. :meth:`Dataset.preload` decodes every image once before training (a bad file is an error
 then, not hours later) and keeps them resident as 8-bit within a memory budget;
 :meth:`Dataset.load_image` serves them as float32, decoding the ones beyond the budget again.

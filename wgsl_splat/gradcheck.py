@@ -3,7 +3,7 @@
 One step's gradients on a random scene (``random_scene``: edge cases included) are computed on the
 device (:meth:`GpuTrainStep.gradients`) and by the NumPy reference in float64 from the same float32
 parameters, and compared per group by the relative error ``‖g_gpu − g_ref‖ / ‖g_ref‖``
-(DESIGN.md §4: ≤ 1e-3). Groups: the loss value, the screen-space gradients of the
+(docs/design.md §4: ≤ 1e-3). Groups: the loss value, the screen-space gradients of the
 rasterisation backward (2D mean, conic, colour, opacity) and every stored parameter group, over the
 whole model. The problems are built away from the points where the step is not differentiable
 (the L1 kink, the forward pass's discrete decisions: :func:`make_problem`,

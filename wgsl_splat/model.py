@@ -1,4 +1,4 @@
-"""Gaussian model parameters, stored exactly as the design's table (DESIGN.md §2)."""
+"""Gaussian model parameters, stored exactly as the design's table (docs/design.md §2)."""
 
 from __future__ import annotations
 
@@ -144,15 +144,17 @@ class GaussianModel:
 
     @staticmethod
     def from_points(points: np.ndarray, colors: np.ndarray, *, sh_degree: int = 3,
-                    initial_opacity: float = 0.1, dtype=np.float32) -> "GaussianModel":
-        """Initialise from an SfM point cloud (colours in [0,1]): scale = sqrt of the mean squared
-        distance to the 3 nearest neighbours, identity rotation, opacity 0.1, DC from colour."""
+                    initial_opacity: float = 0.1, scale_factor: float = 1.0,
+                    dtype=np.float32) -> "GaussianModel":
+        """Initialise from an SfM point cloud (colours in [0,1]): scale = ``scale_factor`` × the
+        square root of the mean squared distance to the 3 nearest neighbours, identity rotation,
+        opacity ``initial_opacity`` (3DGS: 0.1), DC from colour."""
         points = np.asarray(points, dtype=np.float64)
         n = len(points)
         if n == 0:
             raise ValueError("cannot initialise Gaussians from an empty point cloud")
         d2 = knn_mean_sq_dist(points, k=3)
-        log_scales = np.repeat(np.log(np.sqrt(np.maximum(d2, 1e-7)))[:, None], 3, axis=1)
+        log_scales = np.repeat(np.log(scale_factor * np.sqrt(np.maximum(d2, 1e-7)))[:, None], 3, axis=1)
         quats = np.zeros((n, 4))
         quats[:, 0] = 1.0
         opacity_logits = np.full(n, inverse_sigmoid(initial_opacity))

@@ -1,4 +1,4 @@
-"""Adam optimiser and learning-rate schedule of DESIGN.md §2, shared by the CPU and GPU paths.
+"""Adam optimiser and learning-rate schedule of docs/design.md §2, shared by the CPU and GPU paths.
 
 The configuration (:class:`OptimConfig`) and the schedule (:func:`expon_lr`) are what both paths
 read: the GPU Adam kernel takes ``config.lrs(t)`` and ``config.bias_corrections(t)`` as uniforms.
@@ -59,7 +59,7 @@ def get_expon_lr_func(lr_init: float, lr_final: float, lr_delay_steps: int = 0,
 
 @dataclass(frozen=True)
 class OptimConfig:
-    """Adam hyper-parameters and per-group learning rates (3DGS defaults, DESIGN.md §2).
+    """Adam hyper-parameters and per-group learning rates (3DGS defaults, docs/design.md §2).
 
     ``extent`` is the scene extent (3DGS ``spatial_lr_scale``, the camera-centre radius ×1.1); only
     the means' rates are scaled by it. ``max_steps`` is the length of the means' decay (3DGS

@@ -1,4 +1,4 @@
-"""Read and write a :class:`GaussianModel` as a PLY in the standard 3DGS layout (DESIGN.md §2).
+"""Read and write a :class:`GaussianModel` as a PLY in the standard 3DGS layout (docs/design.md §2).
 
 The file has one ``vertex`` element of float32 properties, in this order::
 

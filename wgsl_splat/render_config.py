@@ -8,7 +8,7 @@ field of view) from it too. Nothing below is written anywhere else.
 Two modes:
 
 ``classic``
-    3DGS: the projected covariance dilated by 0.3 px², opacity as trained (DESIGN.md §2).
+    3DGS: the projected covariance dilated by 0.3 px², opacity as trained (docs/design.md §2).
 
 ``antialiased``
     Mip-Splatting (Yu et al., CVPR 2024), both of its filters:

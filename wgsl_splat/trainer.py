@@ -29,19 +29,23 @@ from dataclasses import dataclass, field, replace
 
 import numpy as np
 
-from .atomic_io import save_npz, save_png, write_json
+from .atomic_io import save_npz, write_json
 from .config import TrainConfig
-from .densify import densify_and_prune, reset_opacity
 from .evaluation import Lpips, evaluate_views
 from .model import PARAM_GROUPS, SH_C0, GaussianModel
 from .optim import AdamState
-from .step import DensifyStats, TrainStep
+from .reference.rows import STREAM_NOISE, stream
+from .state import HostArrays
+from .step import TrainStep
+from .strategy import Strategy, StrategyContext, StrategyError, make_strategy
 
 CHECKPOINTS_KEPT = 2
 # A Gaussian this many times larger than the scene (the camera rig's radius) has blown up: healthy
 # runs stay under ~1x (the embedded scene: 0.1x), a 100x learning rate reached 5000x-5e7x.
 EXPLODED_SCALE = 1000.0
-CHECKPOINT_FORMAT = 2       # 2: meta carries the run's data/resolution and the dataset's shape
+# 2: meta carries the run's data/resolution and the dataset's shape; 3: the strategy's name and
+# state, statistics stored by name (format 2 is ADC's three)
+CHECKPOINT_FORMAT = 3
 STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM)
 
 
@@ -148,22 +152,27 @@ class Timing:
                          sorted(self.totals.items(), key=lambda kv: -kv[1]))
 
 
-def initial_model(dataset, cfg: TrainConfig, rng: np.random.Generator, log) -> GaussianModel:
-    """SfM points when the scene has them, otherwise random points inside the scene bounds.
+def initial_model(dataset, cfg: TrainConfig, rng: np.random.Generator, log,
+                  strategy: Strategy | None = None) -> GaussianModel:
+    """SfM points when the scene has them, otherwise random points inside the scene bounds, with
+    the strategy's initial opacity and scale factor (ADC: 0.1 and 1; MCMC: 0.5 and 0.1).
 
     Random points get 3DGS's "random colours" (``readNerfSyntheticInfo``): SH DC coefficients drawn
     from [0, 1/255), i.e. a faint grey of 0.5 — a neutral fog that the first steps carve away,
     rather than saturated colours that must first be unlearned.
     """
+    init = {} if strategy is None else dict(initial_opacity=strategy.init_opacity,
+                                             scale_factor=strategy.init_scale)
     if dataset.points is not None and len(dataset.points) > 0:
         log(f"init: {len(dataset.points)} points from the scene's point cloud")
-        return GaussianModel.from_points(dataset.points, dataset.point_colors, sh_degree=cfg.sh_degree)
+        return GaussianModel.from_points(dataset.points, dataset.point_colors,
+                                         sh_degree=cfg.sh_degree, **init)
     lo, hi = (np.asarray(b, dtype=np.float64) for b in dataset.bounds())
     n = cfg.random_init_points
     log(f"init: no point cloud, {n} random points in the scene bounds {np.round(lo, 3)}..{np.round(hi, 3)}")
     points = rng.uniform(lo, hi, size=(n, 3))
     colors = 0.5 + SH_C0 * rng.uniform(0.0, 1.0 / 255.0, size=(n, 3))
-    return GaussianModel.from_points(points, colors, sh_degree=cfg.sh_degree)
+    return GaussianModel.from_points(points, colors, sh_degree=cfg.sh_degree, **init)
 
 
 def scene_extent(dataset) -> float:
@@ -174,17 +183,18 @@ def scene_extent(dataset) -> float:
     return extent
 
 
-def filter_3d_refresh_due(it: int, cfg: TrainConfig) -> bool:
+def filter_3d_refresh_due(it: int, cfg: TrainConfig, strategy: Strategy) -> bool:
     """Antialiased mode: besides after every densification round, Mip-Splatting recomputes the 3D
     filter every 100 steps once densification has stopped, except in the last 100 steps."""
-    return it % 100 == 0 and cfg.densify.stop < it < cfg.iters - 100
+    return it % 100 == 0 and strategy.refine_stop < it < cfg.iters - 100
 
 
 class Trainer:
     def __init__(self, dataset, cfg: TrainConfig, out_dir: str, step_factory, log=print,
                  run_info: dict | None = None):
-        """``step_factory(model, optim_config, background, lambda_dssim, adam) -> TrainStep``;
-        ``run_info`` (data path, resolution, split, device) is recorded in cfg.json for ``eval``."""
+        """``step_factory(arrays: HostArrays, optim_config, background, lambda_dssim,
+        regularizers) -> TrainStep``; ``run_info`` (data path, resolution, split, device) is
+        recorded in cfg.json for ``eval``."""
         self.run_info = dict(run_info or {})
         self.dataset = dataset
         self.cfg = cfg
@@ -253,15 +263,15 @@ class Trainer:
                                 f"--lr-scale)")
 
     def save_checkpoint(self, iteration: int) -> str:
-        model, adam, stats = self.step.get_state()
-        self.require_sane(model, iteration, "checkpoint")
-        arrays = {f"model.{k}": v for k, v in model.arrays().items()}
-        arrays.update({f"adam.{k}": v for k, v in adam.to_arrays().items()})
-        arrays.update({"stats.grad_accum": stats.grad_accum, "stats.denom": stats.denom,
-                       "stats.max_radii": stats.max_radii})
+        state = self.step.state.download()
+        self.require_sane(state.model, iteration, "checkpoint")
+        arrays = {f"model.{k}": v for k, v in state.model.arrays().items()}
+        arrays.update({f"adam.{k}": v for k, v in state.adam.to_arrays().items()})
+        arrays.update({f"stats.{k}": v for k, v in state.stats.items()})
         meta = dict(iteration=iteration, rng=self.rng.bit_generator.state, view_stack=self.view_stack,
                     config=self.cfg.to_dict(), extent=self.extent, run=self.run_info,
-                    dataset=dataset_shape(self.dataset), format=CHECKPOINT_FORMAT)
+                    dataset=dataset_shape(self.dataset), format=CHECKPOINT_FORMAT,
+                    strategy=dict(name=self.strategy.name, state=self.strategy.state_dict()))
         arrays["meta"] = np.frombuffer(json.dumps(meta).encode(), dtype=np.uint8)
         os.makedirs(self.checkpoint_dir(), exist_ok=True)
         path = os.path.join(self.checkpoint_dir(), f"ckpt_{iteration:06d}.npz")
@@ -271,17 +281,19 @@ class Trainer:
         return path
 
     @staticmethod
-    def load_checkpoint(path: str):
+    def load_checkpoint(path: str) -> tuple[dict, HostArrays]:
         read_checkpoint_meta(path)   # a clear message for what is not a checkpoint at all
         try:
             with np.load(path) as z:
                 meta = json.loads(bytes(z["meta"]).decode())
                 model = GaussianModel(**{k: z[f"model.{k}"] for k in PARAM_GROUPS})
                 adam = AdamState.from_arrays({k[5:]: z[k] for k in z.files if k.startswith("adam.")})
-                stats = DensifyStats(z["stats.grad_accum"], z["stats.denom"], z["stats.max_radii"])
+                stats = {k[6:]: z[k] for k in z.files if k.startswith("stats.")}
+                arrays = HostArrays(model, adam, stats)
         except (OSError, KeyError, ValueError, EOFError, zipfile.BadZipFile) as exc:
             raise TrainingError(f"cannot read checkpoint {path}: {exc}") from None
-        return meta, model, adam, stats
+        meta.setdefault("strategy", dict(name="adc", state={}))   # format 2: ADC
+        return meta, arrays
 
     def latest_checkpoint(self) -> str | None:
         found = checkpoint_files(self.checkpoint_dir())
@@ -320,22 +332,38 @@ class Trainer:
         cfg = self.cfg
         self.rng = np.random.default_rng(cfg.seed)
         self.view_stack: list[int] = []
+        meta = None
         if resume:
             path, _ = find_checkpoint(self.checkpoint_dir(), resume, self.log)
-            meta, model, adam, stats = self.load_checkpoint(path)
+            meta, arrays = self.load_checkpoint(path)
             self.check_resumable(meta, path)
             self.rng.bit_generator.state = meta["rng"]
             self.view_stack = list(meta["view_stack"])
             self.extent = float(meta["extent"])
             start = int(meta["iteration"])
-            self.log(f"resumed from {path} at step {start} with {len(model)} Gaussians")
         else:
             self.extent = scene_extent(self.dataset)
-            model = initial_model(self.dataset, cfg, self.rng, self.log)
-            adam, stats, start = AdamState.zeros_for(model), DensifyStats.zeros(len(model)), 0
-        optim = cfg.optim.with_scene(self.extent, cfg.iters)
-        self.step: TrainStep = self.step_factory(model, optim, cfg.background, cfg.lambda_dssim, adam)
-        self.step.set_state(model, adam, stats)
+            start = 0
+        ctx = StrategyContext(self.extent, all(c >= 1.0 for c in cfg.background), cfg.seed,
+                              log=self.log)
+        try:
+            self.strategy = make_strategy(cfg, ctx)
+        except StrategyError as exc:
+            raise TrainingError(str(exc)) from None
+        if meta is not None:
+            self.strategy.load_state_dict(meta["strategy"].get("state", {}))
+            self.log(f"resumed from {path} at step {start} with {len(arrays)} Gaussians")
+        else:
+            model = initial_model(self.dataset, cfg, self.rng, self.log, self.strategy)
+            try:
+                self.strategy.check(len(model))
+            except StrategyError as exc:
+                raise TrainingError(str(exc)) from None
+            arrays = HostArrays.fresh(model, self.strategy.stat_names)
+        self.optim = cfg.optim.with_scene(self.extent, cfg.iters)
+        self.step: TrainStep = self.step_factory(arrays, self.optim, cfg.background,
+                                                 cfg.lambda_dssim, self.strategy.regularizers)
+        ctx.max_gaussians = self.step.max_gaussians
         # antialiased: the 3D filter from the training views (a resumed run recomputes it)
         self.step.set_filter_cameras([self.dataset.cameras[i] for i in self.dataset.train_indices])
         self.step.update_filter_3d()
@@ -353,6 +381,11 @@ class Trainer:
                         f"{', '.join(d['sizes'][:3])} px")
             raise TrainingError(f"{path} was trained on {show(theirs)}, this dataset has "
                                 f"{show(ours)}: a different scene, -r or --eval split")
+        theirs = meta.get("strategy", {}).get("name", "adc")
+        if theirs != self.cfg.strategy:
+            raise TrainingError(f"{path} was trained with --strategy {theirs}, not "
+                                f"{self.cfg.strategy}: continue it with its own strategy, or train "
+                                f"into a new --out")
         stack = meta.get("view_stack", [])
         if any(not 0 <= int(v) < len(self.dataset.cameras) for v in stack):
             raise TrainingError(f"{path} refers to views this dataset does not have")
@@ -364,7 +397,7 @@ class Trainer:
         SIGINT or SIGTERM (Ctrl-C, ``kill``, ``timeout``, ``docker stop``, Slurm) finishes the
         current step, writes a checkpoint and the PLY of that step and returns early with
         ``summary["interrupted"]`` naming the signal and ``summary["signal"]`` its number."""
-        cfg, dcfg = self.cfg, self.cfg.densify
+        cfg = self.cfg
         start = self.setup(resume)
         last_good = self.latest_checkpoint()       # the one resumed from, if any
         saved = {"checkpoint": None, "ply": None}  # the step each was last written at
@@ -383,15 +416,12 @@ class Trainer:
         else:
             self.log(f"training steps {start + 1}..{cfg.iters}", echo=False)
         t_start = time.perf_counter()
-        blocked_at_start = getattr(self.step, "blocked_seconds", 0.0)
+        blocked_at_start = self.step.blocked_seconds
         it = start
         self.loss_first = self.loss_ema = None   # this run's first batch of losses, their EMA
-        zero_grad_warned = cap_logged = False
         # Losses are read in batches: the GPU path keeps them on the device (one read per batch),
         # so a NaN is noticed at most this many steps late -- and always before a checkpoint.
         loss_every = max(1, min(cfg.log_every, 25))
-        can_profile = hasattr(self.step, "enable_profiling")
-        white_reset = dcfg.white_background_reset and all(c >= 1.0 for c in cfg.background)
 
         def check_losses(upto: int):
             t = time.perf_counter()
@@ -412,20 +442,19 @@ class Trainer:
                 view = self.next_view()
                 target = self.train_target(view)
                 t1 = time.perf_counter()
-                profile = can_profile and it % cfg.log_every == 0 and self.step.enable_profiling(True)
+                profile = it % cfg.log_every == 0 and self.step.enable_profiling(True)
+                noise_lr = self.strategy.noise_lr(it)
+                noise = ((noise_lr * self.optim.lr_for("means", it), stream(cfg.seed, it, STREAM_NOISE))
+                         if noise_lr else None)
                 self.step.step(self.dataset.cameras[view], target, self.active_sh_degree(it),
-                               view_id=view)
+                               view_id=view, noise=noise)
                 t2 = time.perf_counter()
                 self.timing.add("data", t1 - t0)
                 self.timing.add("step", t2 - t1)
-                densify_now = it < dcfg.stop and it > dcfg.start and it % dcfg.every == 0
-                reset_now = it < dcfg.stop and (it % dcfg.opacity_reset_every == 0
-                                                 or (it == dcfg.start and white_reset))
                 output_now = (it in cfg.eval_at or it in cfg.save_at or it % cfg.checkpoint_every == 0
                               or it == cfg.iters)
                 log_now = it % cfg.log_every == 0 or it == cfg.iters
-                if (it % loss_every == 0 or densify_now or reset_now or output_now or log_now
-                        or stop_signal is not None):
+                if it % loss_every == 0 or output_now or log_now or stop_signal is not None:
                     check_losses(it)
                 stages = {}
                 if profile:
@@ -441,34 +470,16 @@ class Trainer:
                     ply_path, saved["ply"] = self.save_ply(it), it
                 self.timing.add("eval+io", time.perf_counter() - t4)
 
-                if densify_now:
-                    t3 = time.perf_counter()
-                    model, adam, stats = self.step.get_state()
-                    if not np.any(stats.grad_accum > 0) and not zero_grad_warned:
-                        self.log("WARNING: densification statistics are all zero — no gradient "
-                                 "reached the screen-space means; no Gaussian can densify.")
-                        zero_grad_warned = True
-                    limit = self.step.max_gaussians
-                    bound = limit is not None and limit < dcfg.max_gaussians
-                    model, adam, stats, report = densify_and_prune(
-                        model, adam, stats, replace(dcfg, max_gaussians=limit) if bound else dcfg,
-                        self.extent, it > dcfg.opacity_reset_every, self.rng)
-                    self.step.set_state(model, adam, stats)
-                    self.step.update_filter_3d()    # antialiased: the new set's 3D filter
-                    self.log(f"step {it}: {report.line()}", echo=False)
-                    if report.capped and bound and not cap_logged:
-                        self.log(f"step {it}: densification capped at {limit} Gaussians, the "
-                                 f"most this adapter's storage bindings hold (a lower --sh-degree "
-                                 f"holds more)")
-                        cap_logged = True
-                    self.timing.add("densify", time.perf_counter() - t3)
-                if reset_now:
-                    model, adam, stats = self.step.get_state()
-                    reset_opacity(model, adam, dcfg.reset_opacity, self.step.filter_3d())
-                    self.step.set_state(model, adam, stats)
-                    self.log(f"step {it}: opacity reset to ≤ {dcfg.reset_opacity}", echo=False)
-                if filter_3d_refresh_due(it, cfg):
-                    self.step.update_filter_3d()
+                # Densification (the strategy's hook) comes after the outputs, as in 3DGS: a
+                # checkpoint written below holds the edited state, so a resume continues exactly.
+                t3 = time.perf_counter()
+                version = self.step.state.rows_version
+                for line in self.strategy.after_step(it, self.step.state):
+                    self.log(line, echo=False)
+                if (self.step.state.rows_version != version
+                        or filter_3d_refresh_due(it, cfg, self.strategy)):
+                    self.step.update_filter_3d()    # antialiased: the set's 3D filter
+                self.timing.add("densify", time.perf_counter() - t3)
 
                 if log_now:
                     elapsed = time.perf_counter() - t_start
@@ -478,7 +489,7 @@ class Trainer:
                     if stages:
                         line += (f"; device ms {sum(stages.values()):.2f}: "
                                  + ", ".join(f"{k} {v:.2f}" for k, v in stages.items()))
-                    memory = getattr(self.step, "counters", {}).get("peak_bytes")
+                    memory = self.step.counters.get("peak_bytes")
                     if memory:
                         line += f"; peak device memory {memory / 2**20:.0f} MiB"
                     self.log(line, echo=False)
@@ -505,14 +516,14 @@ class Trainer:
             self.log(f"{signal.Signals(stop_signal).name} at step {it}: saved {last_good} and "
                      f"{ply_path}; continue with --resume latest")
         elapsed = time.perf_counter() - t_start
-        self.timing.split_step(getattr(self.step, "blocked_seconds", 0.0) - blocked_at_start)
+        self.timing.split_step(self.step.blocked_seconds - blocked_at_start)
         summary = dict(iterations=it, seconds=elapsed, ply=ply_path, checkpoint=last_good,
                        interrupted=signal.Signals(stop_signal).name if interrupted else None,
                        signal=int(stop_signal) if interrupted else None,
                        it_per_s=(it - start) / elapsed if elapsed > 0 else 0.0,
                        num_gaussians=self.step.num_gaussians, final_loss=self.loss_ema,
                        timing=self.timing.totals, out_dir=self.out_dir,
-                       peak_device_bytes=getattr(self.step, "counters", {}).get("peak_bytes"))
+                       peak_device_bytes=self.step.counters.get("peak_bytes"))
         self.log(f"done: {it} steps in {elapsed:.1f}s ({summary['it_per_s']:.2f} it/s), "
                  f"N {summary['num_gaussians']}; time: {self.timing.summary()}")
         return summary

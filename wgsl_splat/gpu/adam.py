@@ -1,4 +1,4 @@
-"""Adam on the device (DESIGN.md §3 stage 10): one dispatch updates every parameter group in place.
+"""Adam on the device (docs/design.md §3 stage 10): one dispatch updates every parameter group in place.
 
 The update is :func:`wgsl_splat.optim.adam_step` (the same operation order, float32), with the
 per-group learning rates of :class:`wgsl_splat.optim.OptimConfig` and the SH array split into a DC

@@ -1,4 +1,4 @@
-"""Backward passes of the GPU step (DESIGN.md §3 stages 8-9), recorded into the caller's pass.
+"""Backward passes of the GPU step (docs/design.md §3 stages 8-9), recorded into the caller's pass.
 
 - ``shaders/raster_backward.wgsl``: one workgroup per tile, back to front, per-splat gradients of
   the 2D mean, conic, colour and opacity accumulated into ``grad2d`` (12 floats per splat) with one
@@ -76,12 +76,18 @@ class GpuBackward:
         """Size the per-splat buffers for ``n`` Gaussians; ``stats`` (3, n) float32 (grad_accum,
         denom, max_radii) replaces the densification statistics (zeros when None). ``grad2d`` is
         cleared so that the next backward pass accumulates into zeros."""
+        self.resize(n)
+        m = max(self.num, 1)
+        data = np.zeros((3, m), np.float32) if stats is None else np.asarray(stats, np.float32)
+        self.pool.write("densify_stats", data)
+
+    def resize(self, n: int) -> None:
+        """Size the per-splat buffers for ``n`` Gaussians, keeping the statistics (a device-side
+        edit of the state rebuilt them already); ``grad2d`` is cleared."""
         self.num = int(n)
         m = max(self.num, 1)
         self.pool.get("grad2d", 4 * GRAD2D_FLOATS * m)
-        self.pool.get("densify_stats", 12 * m)
-        data = np.zeros((3, m), np.float32) if stats is None else np.asarray(stats, np.float32)
-        self.pool.write("densify_stats", data)
+        self.pool.get("densify_stats", 12 * m, keep_contents=True)
         with self.ctx.guard("clearing the screen-space gradients"):
             enc = self.ctx.device.create_command_encoder(label="clear grad2d")
             enc.clear_buffer(self.pool["grad2d"])

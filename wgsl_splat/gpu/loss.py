@@ -1,4 +1,4 @@
-"""Loss stage of the GPU step (DESIGN.md §3 stage 7): ``(1-λ)·L1 + λ·(1-SSIM)`` and dL/dimage.
+"""Loss stage of the GPU step (docs/design.md §3 stage 7): ``(1-λ)·L1 + λ·(1-SSIM)`` and dL/dimage.
 
 :class:`GpuLoss` records two dispatches (``shaders/loss.wgsl``) into the caller's open compute
 pass; nothing is read back inside the step. The rendered image is read straight from the

@@ -100,6 +100,9 @@ class GpuRenderer:
                  config: RenderConfig | None = None) -> None:
         self.ctx = ctx
         self.config = config or CLASSIC
+        # (opacity, scale) weights of the loss's regularisers, whose gradients the training step's
+        # projection backward adds (gsplat's opacity_reg, scale_reg; zero: none)
+        self.regularizers = (0.0, 0.0)
         self.pool = pool or BufferPool(ctx)
         self.lib = lib or ShaderLibrary(ctx)
         cpu = ctx.adapter_type == "CPU"
@@ -164,25 +167,30 @@ class GpuRenderer:
         if filter_3d is not None and np.shape(filter_3d) != (n,):
             raise ValueError(f"filter_3d must have shape ({n},), got {np.shape(filter_3d)}")
         keep_filter = keep_filter and n == self.num and "filter3d" in self.pool
-        k = model.sh.shape[1]
-        check_model_fits(self.ctx, n, k)
         arrays = [model.means, model.log_scales, model.quats, model.opacity_logits, model.sh]
         flat = np.concatenate([np.asarray(a, np.float32).ravel() for a in arrays]) if n else \
             np.zeros(1, np.float32)
+        self.resize(n, model.sh.shape[1])
+        self.pool.write("params", flat)
+        if self.config.antialiased and not keep_filter:
+            self.pool.write("filter3d", np.zeros(n, np.float32) if filter_3d is None
+                            else np.asarray(filter_3d, np.float32))
+
+    def resize(self, n: int, k: int) -> None:
+        """Adopt ``n`` Gaussians with ``k`` SH coefficients whose parameters are (or are about to
+        be) in ``params`` already in the flat layout (a device-side edit of the state, or
+        :meth:`upload_model`): offsets and per-splat buffers follow; nothing is uploaded."""
+        check_model_fits(self.ctx, n, k)
         self.num = n
         self.sh_coeffs = k
         self.sh_degree = sh_degree_from_coeffs(k)
         self.offsets = (3 * n, 6 * n, 10 * n, 11 * n)
-        self.pool.get("params", flat.nbytes)
-        self.pool.write("params", flat)
+        self.pool.get("params", 4 * max((PARAM_FLOATS + 3 * k) * n, 1), keep_contents=True)
         m = max(n, 1)
         self.pool.get("splats", SPLAT_BYTES * m)
         self.pool.get("radii", 4 * m)
         self.pool.get("rects", 16 * m)
         self.pool.get("filter3d", 4 * m)
-        if self.config.antialiased and not keep_filter:
-            self.pool.write("filter3d", np.zeros(n, np.float32) if filter_3d is None
-                            else np.asarray(filter_3d, np.float32))
         self.depth_sort.configure(m, 32, count_slot=4)
         if self.capacity == 0:
             self._set_capacity(self._initial_capacity or max(MIN_CAPACITY, 4 * n))
@@ -251,6 +259,8 @@ class GpuRenderer:
         p["model"] = (self.num, self.sh_coeffs, max(deg, 0), self.capacity)
         p["offs"] = self.offsets
         p["grid"] = (0, 0, self.chunks, 0)
+        n = max(self.num, 1)
+        p["reg"] = (self.regularizers[0] / n, self.regularizers[1] / (3 * n), 0.0, 0.0)
         self.pool.write("render_params", p)
 
     def prepare(self, camera: Camera, background=(0.0, 0.0, 0.0),

@@ -1,6 +1,6 @@
 """The training step on the device: one command encoder, one compute pass, one submit per step.
 
-Per step (DESIGN.md §3), all recorded into a single compute pass on buffers that stay on the device:
+Per step (docs/design.md §3), all recorded into a single compute pass on buffers that stay on the device:
 
     forward (renderer.py: project, depth sort, emission, scan, rasterise)
     loss + dL/dimage (loss.py)
@@ -14,7 +14,7 @@ counters of each step land in device ring buffers of ``history`` slots; the host
 at once (one blocking read per ``history`` steps at most, or when :meth:`take_losses` is called).
 That read is also where an intersection overflow is noticed: emission never writes past the
 capacity, the buffers grow for the following steps and :attr:`overflowed_steps` counts the steps
-that were rendered with clipped intersections. After :meth:`set_state` (densification, resume) the
+that were rendered with clipped intersections. After an upload of the state (densification, resume) the
 first step renders once with a 16-byte count check first, so a grown model never trains clipped.
 
 :attr:`counters` (``readbacks``, ``buffers_created``, ``bind_groups_created`` of the pool) lets a
@@ -33,7 +33,8 @@ from ..camera import Camera
 from ..model import GaussianModel
 from ..optim import AdamState, OptimConfig
 from ..render_config import RenderConfig
-from ..step import DEFAULT_LAMBDA_DSSIM, DensifyStats, TrainStep
+from ..state import ADC_STATS, HostArrays
+from ..step import DEFAULT_LAMBDA_DSSIM, Regularizers, TrainStep
 from .adam import GpuAdam, ParamLayout
 from .backward import GRAD2D_FLOATS, GpuBackward
 from .filter3d import Filter3D
@@ -42,6 +43,7 @@ from .pool import BufferPool
 from .renderer import COUNTERS_BYTES, GpuRenderer, max_gaussians
 from .runtime import GpuContext
 from .shaders import ShaderLibrary
+from .state import DeviceState
 
 HISTORY = 64                      # steps per ring of losses and counters
 TARGET_CACHE_BYTES = 2 << 30      # device memory for training images kept resident
@@ -60,16 +62,23 @@ class GpuGradients:
 class GpuTrainStep(TrainStep):
     """:class:`~wgsl_splat.step.TrainStep` on the device (see the module docstring)."""
 
-    def __init__(self, ctx: GpuContext, model: GaussianModel, config: OptimConfig,
+    def __init__(self, ctx: GpuContext, model: GaussianModel | HostArrays, config: OptimConfig,
                  background=(0.0, 0.0, 0.0), lambda_dssim: float = DEFAULT_LAMBDA_DSSIM,
-                 adam: AdamState | None = None, *, float_atomics: bool | None = None,
+                 adam: AdamState | None = None, *, regularizers: Regularizers = Regularizers(),
+                 float_atomics: bool | None = None,
                  subgroups: bool | None = None,
                  loss_variant: str | None = None, raster_rows: int | None = None,
                  threads: int | None = None, parallel_scan: bool | None = None,
                  history: int = HISTORY,
                  target_cache_bytes: int = TARGET_CACHE_BYTES,
                  render_config: RenderConfig | None = None) -> None:
-        super().__init__(config, background, lambda_dssim, render_config)
+        super().__init__(config, background, lambda_dssim, regularizers, render_config)
+        if isinstance(model, HostArrays):
+            arrays = model
+        else:
+            arrays = HostArrays.fresh(model.astype(np.float32), ADC_STATS)
+            if adam is not None:
+                arrays.adam = adam
         self.ctx = ctx
         self.pool = BufferPool(ctx)
         self.lib = ShaderLibrary(ctx)
@@ -78,6 +87,7 @@ class GpuTrainStep(TrainStep):
         self.renderer = GpuRenderer(ctx, pool=self.pool, lib=self.lib, raster_rows=raster_rows,
                                     threads=threads, parallel_scan=parallel_scan,
                                     config=self.render_config)
+        self.renderer.regularizers = (regularizers.opacity, regularizers.scale)
         self.filter = Filter3D(self.renderer) if self.render_config.antialiased else None
         self.loss = GpuLoss(ctx, self.pool, self.lib, lam=lambda_dssim, history=history,
                             variant=loss_variant)
@@ -99,30 +109,30 @@ class GpuTrainStep(TrainStep):
         self.steps = 0
         self.overflowed_steps = 0
         self.max_intersections = 0
-        self.set_state(model, adam if adam is not None else AdamState.zeros_for(model),
-                       DensifyStats.zeros(len(model)))
+        self._state = DeviceState(self, tuple(arrays.stats))
+        self._state.upload(arrays)
 
     # -- state --------------------------------------------------------------------------------------
     @property
-    def num_gaussians(self) -> int:
-        return self.renderer.num
+    def state(self) -> DeviceState:
+        return self._state
 
     @property
     def max_gaussians(self) -> int:
         # per Gaussian besides the parameters: screen-space gradients, densification statistics
         return max_gaussians(self.ctx, self.renderer.sh_coeffs, (4 * GRAD2D_FLOATS, 12))
 
-    def set_state(self, model, adam, stats) -> None:
-        if not (len(model) == len(adam) == len(stats.denom)):
-            raise ValueError(f"sizes differ: model {len(model)}, adam {len(adam)}, stats {len(stats.denom)}")
+    def _upload(self, arrays: HostArrays) -> None:
         self.take_losses_into_buffer()
-        model = model.astype(np.float32)
+        model = arrays.model.astype(np.float32)
+        n = len(model)
+        stats = (np.stack([arrays.stats[k] for k in ADC_STATS]) if arrays.stats
+                 else np.zeros((3, n), np.float32))
         with self.ctx.guard("uploading the training state"):
             self.renderer.upload_model(model, keep_filter=True)   # N changed: zeros until updated
             self.adam.configure(ParamLayout.from_renderer(self.renderer))
-            self.adam.upload_state(adam)
-            self.backward.configure(len(model), np.stack([stats.grad_accum, stats.denom,
-                                                          stats.max_radii]))
+            self.adam.upload_state(arrays.adam)
+            self.backward.configure(n, stats)
         self._verify_capacity = True
 
     def get_model(self) -> GaussianModel:
@@ -130,11 +140,11 @@ class GpuTrainStep(TrainStep):
         flat = self.pool.read_array("params", np.float32, r.num_params)
         return ParamLayout.unpack(flat, r.num, r.sh_coeffs)
 
-    def get_state(self):
+    def _download(self) -> HostArrays:
         r = self.renderer
-        stats = self.backward.read_stats()
-        return (self.get_model(), self.adam.read_state(r.num, r.sh_coeffs),
-                DensifyStats(stats[0].copy(), stats[1].copy(), stats[2].copy()))
+        stats = self.backward.read_stats() if self._state.stat_names else None
+        return HostArrays(self.get_model(), self.adam.read_state(r.num, r.sh_coeffs),
+                          {k: stats[i].copy() for i, k in enumerate(self._state.stat_names)})
 
     @property
     def counters(self) -> dict:
@@ -193,14 +203,14 @@ class GpuTrainStep(TrainStep):
         self.loss.configure(camera.width, camera.height, "grad_image")
 
     def step(self, camera: Camera, target: np.ndarray | None, active_sh_degree: int | None = None,
-             view_id=None) -> float | None:
+             view_id=None, noise=None) -> float | None:
         """One step (``target`` may be None when :meth:`holds_target`); returns None: the loss stays on the device until :meth:`take_losses`."""
         if self._pending >= self.history:
             self.take_losses_into_buffer()
         self._begin(camera, active_sh_degree)
         target_name = self._target(target, view_id)
         slot = self._next_slot
-        stages = self.stages(target_name, slot)
+        stages = self.stages(target_name, slot, noise)
         with self.ctx.guard("encoding and submitting the training step"):
             enc = self.ctx.device.create_command_encoder(label="train step")
             if self.profiler is None:
@@ -227,16 +237,20 @@ class GpuTrainStep(TrainStep):
         self.steps += 1
         return None
 
-    def stages(self, target_name: str, slot: int) -> list:
-        """``(name, encode(cpass))`` of one step, in order (all in one pass unless profiling)."""
+    def stages(self, target_name: str, slot: int, noise=None) -> list:
+        """``(name, encode(cpass))`` of one step, in order (all in one pass unless profiling);
+        ``noise = (scale, key)``: MCMC's position noise before the update (gsplat's order)."""
         def loss(cpass):
             self.loss.encode(cpass, image="image", target=target_name, grad="grad_image", slot=slot)
 
         stages = list(self.renderer.forward_stages()) + [("loss", loss)]
         if self.renderer.num:
             stages.append(("raster backward", lambda cpass: self.backward.encode_raster(cpass)))
-        stages += [("project backward", lambda cpass: self.backward.encode_project(cpass)),
-                   ("adam", lambda cpass: self.adam.encode(cpass))]
+        stages.append(("project backward", lambda cpass: self.backward.encode_project(
+            cpass, stats=bool(self._state.stat_names))))
+        if noise is not None:
+            stages.append(("mcmc noise", lambda cpass: self._state.encode_perturb(cpass, *noise)))
+        stages.append(("adam", lambda cpass: self.adam.encode(cpass)))
         return stages
 
     def enable_profiling(self, on: bool = True) -> bool:

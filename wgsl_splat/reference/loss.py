@@ -1,4 +1,4 @@
-"""Photometric loss of DESIGN.md §2 and its analytic gradient with respect to the rendered image.
+"""Photometric loss of docs/design.md §2 and its analytic gradient with respect to the rendered image.
 
 ``L = (1-λ)·L1 + λ·(1 - SSIM)`` with λ = 0.2, exactly as the original 3DGS
 (``utils/loss_utils.py``): L1 is the mean absolute error; SSIM uses an 11×11 Gaussian window

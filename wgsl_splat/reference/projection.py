@@ -1,6 +1,6 @@
 """EWA projection of 3D Gaussians to screen space, and its exact analytic backward pass.
 
-Conventions (DESIGN.md §2): OpenCV camera, pinhole intrinsics, pixel centres at integer + 0.5,
+Conventions (docs/design.md §2): OpenCV camera, pinhole intrinsics, pixel centres at integer + 0.5,
 near-plane cull at z < 0.01, the tangent of the view ray clamped to ±1.3·tan(half-fov) before the
 Jacobian, 0.3 px² low-pass dilation, radius = ceil(3·sqrt(λ_max)), 16×16 pixel tiles; the values
 come from a :class:`~wgsl_splat.render_config.RenderConfig`.

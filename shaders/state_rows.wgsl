@@ -1,0 +1,112 @@
+// Row operations on the training state (wgsl_splat/state.py; NumPy twin: reference/rows.py
+// apply_rows, reset_opacity). A row table entry is (source row, kind | sample << 8):
+//   KEEP 0: the row as it is;  NEW 1: parameters copied, moments and statistics zero;
+//   SPLIT 2: NEW with mean + R·(s ⊙ z) and log-scales − log(div);  RELOCATE 3: NEW with the
+//   opacity logit and log-scale shift of relocated[source].
+// apply_params rebuilds the parameter buffer, apply_plain any buffer whose new rows are zero
+// (Adam moments, statistics): one thread per output row, writing into a scratch buffer that the
+// host copies back, so source and destination never alias. The destination layout may have a
+// larger capacity than the source's (offsets given separately).
+
+#include "random.wgsl"
+
+const KEEP: u32 = 0u;
+const SPLIT: u32 = 2u;
+const RELOCATE: u32 = 3u;
+const SPLIT_DRAWS: u32 = 4u;      // split draws are numbered source · 4 + sample
+
+struct RowParams {
+    rows: vec4<u32>,        // rows written, SH coefficients K, x workgroups per grid row, segments
+    src_offs: vec4<u32>,    // params: source offsets of log-scales, quats, opacity logits, SH
+    dst_offs: vec4<u32>,    // the same in the destination
+    edit: vec4<f32>,        // log(split scale divisor), 0, 0, 0
+    key: vec4<u32>,         // split random stream, 0, 0, 0
+    // apply_plain: (source offset, destination offset, width, 0) of each array in the buffer
+    seg: array<vec4<u32>, 6>,
+}
+
+@group(0) @binding(0) var<uniform> rp: RowParams;
+@group(0) @binding(1) var<storage, read> src: array<f32>;
+@group(0) @binding(2) var<storage, read_write> dst: array<f32>;
+@group(0) @binding(3) var<storage, read> table: array<vec2<u32>>;
+@group(0) @binding(4) var<storage, read> relocated: array<vec2<f32>>;
+
+fn row_index(lid: u32, wid: vec3<u32>) -> u32 {
+    return (wid.x + wid.y * rp.rows.z) * 256u + lid;
+}
+
+fn copy_span(from_: u32, to: u32, count: u32) {
+    for (var c = 0u; c < count; c = c + 1u) {
+        dst[to + c] = src[from_ + c];
+    }
+}
+
+fn quat_rotate(q: vec4<f32>, v: vec3<f32>) -> vec3<f32> {
+    // R(q) v for a normalised w,x,y,z quaternion (the columns of gaussian.wgsl's quat_to_rotmat)
+    let w = q.x;
+    let x = q.y;
+    let y = q.z;
+    let z = q.w;
+    return vec3<f32>(
+        (1.0 - 2.0 * (y * y + z * z)) * v.x + 2.0 * (x * y - w * z) * v.y + 2.0 * (x * z + w * y) * v.z,
+        2.0 * (x * y + w * z) * v.x + (1.0 - 2.0 * (x * x + z * z)) * v.y + 2.0 * (y * z - w * x) * v.z,
+        2.0 * (x * z - w * y) * v.x + 2.0 * (y * z + w * x) * v.y + (1.0 - 2.0 * (x * x + y * y)) * v.z);
+}
+
+@compute @workgroup_size(256)
+fn apply_params(@builtin(local_invocation_index) lid: u32, @builtin(workgroup_id) wid: vec3<u32>) {
+    let r = row_index(lid, wid);
+    if (r >= rp.rows.x) {
+        return;
+    }
+    let e = table[r];
+    let s = e.x;
+    let kind = e.y & 0xffu;
+    let k3 = 3u * rp.rows.y;
+    let so = rp.src_offs;
+    let d = rp.dst_offs;
+    var mean = vec3<f32>(src[3u * s], src[3u * s + 1u], src[3u * s + 2u]);
+    var ls = vec3<f32>(src[so.x + 3u * s], src[so.x + 3u * s + 1u], src[so.x + 3u * s + 2u]);
+    var logit = src[so.z + s];
+    if (kind == SPLIT) {
+        let q = vec4<f32>(src[so.y + 4u * s], src[so.y + 4u * s + 1u], src[so.y + 4u * s + 2u],
+                          src[so.y + 4u * s + 3u]);
+        let z = random_normal3(rp.key.x, s * SPLIT_DRAWS + (e.y >> 8u));
+        mean = mean + quat_rotate(q / length(q), exp(ls) * z);
+        ls = ls - vec3<f32>(rp.edit.x);
+    } else if (kind == RELOCATE) {
+        let rel = relocated[s];
+        logit = rel.x;
+        ls = ls + vec3<f32>(rel.y);
+    }
+    dst[3u * r] = mean.x;
+    dst[3u * r + 1u] = mean.y;
+    dst[3u * r + 2u] = mean.z;
+    dst[d.x + 3u * r] = ls.x;
+    dst[d.x + 3u * r + 1u] = ls.y;
+    dst[d.x + 3u * r + 2u] = ls.z;
+    copy_span(so.y + 4u * s, d.y + 4u * r, 4u);
+    dst[d.z + r] = logit;
+    copy_span(so.w + k3 * s, d.w + k3 * r, k3);
+}
+
+@compute @workgroup_size(256)
+fn apply_plain(@builtin(local_invocation_index) lid: u32, @builtin(workgroup_id) wid: vec3<u32>) {
+    let r = row_index(lid, wid);
+    if (r >= rp.rows.x) {
+        return;
+    }
+    let e = table[r];
+    let keep = (e.y & 0xffu) == KEEP;
+    for (var g = 0u; g < rp.rows.w; g = g + 1u) {
+        let seg = rp.seg[g];
+        let w = seg.z;
+        for (var c = 0u; c < w; c = c + 1u) {
+            var v = 0.0;
+            if (keep) {
+                v = src[seg.x + w * e.x + c];
+            }
+            dst[seg.y + w * r + c] = v;
+        }
+    }
+}

@@ -1,0 +1,299 @@
+"""Row operations on the host: the semantics the device kernels (shaders/rows.wgsl, adc.wgsl,
+mcmc.wgsl) implement and are tested against. See :mod:`wgsl_splat.state` for the row table.
+
+Decisions are taken in float32 on the same values the device sees, and every threshold is
+compared where no transcendental function is needed (logits instead of opacities, log-scales
+instead of scales, ``grad_accum >= threshold · max(denom, 1)`` instead of a division), so the two
+paths take the same decisions bit for bit; random numbers come from :mod:`wgsl_splat.counter_rng`.
+
+Sampling in proportion to opacity (MCMC) uses integer weights ``floor(o · 2^q)`` with the largest q
+for which the total fits 32 bits: the cumulative sums are then exact on both paths, and a draw is
+``bits mod total`` located in them.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from .. import counter_rng as crng
+from ..model import inverse_sigmoid
+from ..optim import AdamState
+from ..state import (ADC_STATS, KEEP, NEW, RELOCATE, SPLIT, ADCRound, DensifyReport, HostArrays,
+                     RowEdit, RowTable)
+from .projection import filter_3d_scales, quat_to_rotmat
+
+MAX_SPLIT_SAMPLES = 4          # split draws are numbered src·4 + j
+RELOCATION_MAX_RATIO = 51      # gsplat's binomial table: at most 51 copies of one source
+F32_EPS = float(np.finfo(np.float32).eps)
+NOISE_GATE_K, NOISE_GATE_X0 = 100.0, 0.995   # MCMC: σ(k·(1 − o − x0)) gates the position noise
+
+OFF = np.float32(3.0e38)         # a threshold that is off (finite: the device compares the same)
+
+# One random stream per purpose and step: stream = step · 4 + purpose.
+STREAM_SPLIT, STREAM_RELOCATE, STREAM_ADD, STREAM_NOISE = range(4)
+
+
+def stream(seed: int, step: int, purpose: int) -> int:
+    return int(crng.stream_key(seed, step * 4 + purpose))
+
+
+# ------------------------------------------------------------------------------ the row table
+
+def apply_rows(a: HostArrays, table: RowTable, edit: RowEdit | None = None) -> HostArrays:
+    """Every per-Gaussian array rebuilt from ``table`` (one gather per array)."""
+    edit = edit or RowEdit()
+    src, kind = table.src, table.kind
+    new = kind != KEEP
+    model = a.model.subset(src)
+    moments = [a.adam.m.subset(src), a.adam.v.subset(src)]
+    for mom in moments:
+        for arr in mom.arrays().values():
+            arr[new] = 0
+    stats = {}
+    for name, arr in a.stats.items():
+        stats[name] = arr[src]
+        stats[name][new] = 0
+    split = np.flatnonzero(kind == SPLIT)
+    if len(split):
+        i, j = src[split], table.sample[split].astype(np.int64)
+        scales = np.exp(model.log_scales[split].astype(np.float64))
+        rot = quat_to_rotmat(model.normalized_quats[split].astype(np.float64))
+        z = crng.normal3(edit.key, (i * MAX_SPLIT_SAMPLES + j).astype(np.uint32))
+        model.means[split] = (model.means[split] + np.einsum("nij,nj->ni", rot, scales * z)
+                              ).astype(model.dtype)
+        model.log_scales[split] = (model.log_scales[split].astype(np.float64)
+                                   - math.log(edit.split_scale_div)).astype(model.dtype)
+    reloc = np.flatnonzero(kind == RELOCATE)
+    if len(reloc):
+        r = np.asarray(edit.relocated)[src[reloc]]
+        model.opacity_logits[reloc] = r[:, 0].astype(model.dtype)
+        model.log_scales[reloc] = (model.log_scales[reloc] + r[:, 1:2]).astype(model.dtype)
+    return HostArrays(model, AdamState(moments[0], moments[1], a.adam.step), stats)
+
+
+def reset_opacity(a: HostArrays, value: float, filter_3d: np.ndarray | None = None) -> None:
+    """opacity ← min(opacity, value), its moments zeroed (in place). With the antialiased mode's
+    ``filter_3d`` the cap applies to the opacity as rendered, σ·c3 (Mip-Splatting's
+    ``reset_opacity``): σ ← min(σ·c3, value) / c3."""
+    m = a.model
+    if filter_3d is None:
+        m.opacity_logits[:] = np.minimum(m.opacity_logits, np.float32(inverse_sigmoid(value)))
+    else:
+        opacity = 1.0 / (1.0 + np.exp(-m.opacity_logits.astype(np.float64)))
+        _, comp3 = filter_3d_scales(np.exp(m.log_scales.astype(np.float64)), filter_3d)
+        capped = np.minimum(opacity * comp3, value) / comp3
+        m.opacity_logits[:] = inverse_sigmoid(capped).astype(m.dtype)
+    a.adam.reset_group("opacity_logits")
+
+
+# ------------------------------------------------------------------------------------- ADC
+
+def adc_thresholds(rnd: ADCRound) -> dict:
+    """The float32 thresholds both paths compare with (no transcendental on the device)."""
+    f32 = np.float32
+    return dict(
+        grad=f32(rnd.grad_threshold),
+        log_clone=f32(math.log(rnd.clone_max_scale)) if rnd.clone_max_scale > 0 else -OFF,
+        logit_min=f32(inverse_sigmoid(rnd.min_opacity)),
+        log_world=f32(math.log(rnd.max_world_scale)) if rnd.max_world_scale else OFF,
+        log_div=f32(math.log(rnd.split_scale_div)),
+        screen=f32(rnd.max_screen_size) if rnd.max_screen_size > 0 else OFF)
+
+
+def adc_flags(a: HostArrays, rnd: ADCRound, allowed: np.ndarray | None = None):
+    """Per-Gaussian decisions: (clone, split, keep_orig, keep_clone, keep_split, high, seen)."""
+    t = adc_thresholds(rnd)
+    ga = a.stats["grad_accum"].astype(np.float32)
+    denom = a.stats["denom"].astype(np.float32)
+    ls = a.model.log_scales.astype(np.float32)
+    logit = a.model.opacity_logits.astype(np.float32)
+    max_ls = ls.max(axis=1) if len(ls) else np.zeros(0, np.float32)
+    high = ga >= t["grad"] * np.maximum(denom, np.float32(1.0))
+    if allowed is not None:
+        high &= allowed
+    small = max_ls <= t["log_clone"]
+    clone, split = high & small, high & ~small
+    faint = logit < t["logit_min"]
+    keep_orig = ~split & ~faint & ~(max_ls > t["log_world"]) \
+        & ~(a.stats["max_radii"].astype(np.float32) > t["screen"])
+    keep_clone = clone & ~faint & ~(max_ls > t["log_world"])
+    keep_split = split & ~faint & ~((max_ls - t["log_div"]) > t["log_world"])
+    return clone, split, keep_orig, keep_clone, keep_split, high, denom > 0
+
+
+def adc_budget(a: HostArrays, rnd: ADCRound) -> np.ndarray | None:
+    """When more Gaussians qualify than ``rnd.room`` allows, the ones that may grow (strongest mean
+    gradients first, as many as fit); None when all fit."""
+    clone, split, *_ = adc_flags(a, rnd)
+    if int(clone.sum()) + (rnd.split_samples - 1) * int(split.sum()) <= rnd.room:
+        return None
+    return adc_budget_from(a.stats["grad_accum"], a.stats["denom"], a.model.log_scales, rnd)
+
+
+def adc_budget_from(grad_accum, denom, log_scales, rnd: ADCRound) -> np.ndarray:
+    """The budget of :func:`adc_budget` from the arrays it needs (what the GPU path downloads, 16
+    bytes a Gaussian, only in a round whose room binds)."""
+    t = adc_thresholds(rnd)
+    ga, dn = np.asarray(grad_accum, np.float32), np.asarray(denom, np.float32)
+    high = ga >= t["grad"] * np.maximum(dn, np.float32(1.0))
+    max_ls = np.asarray(log_scales, np.float32).max(axis=1, initial=-np.inf)
+    small = max_ls <= t["log_clone"]
+    cost = (high & small).astype(np.int64) + (rnd.split_samples - 1) * (high & ~small)
+    grads = ga.astype(np.float64) / np.maximum(dn, 1.0)
+    order = np.argsort(-grads, kind="stable")
+    allowed = np.zeros(len(ga), bool)
+    allowed[order[np.cumsum(cost[order]) <= rnd.room]] = True
+    return allowed
+
+
+def adc_table(a: HostArrays, rnd: ADCRound, allowed: np.ndarray | None = None
+              ) -> tuple[RowTable, DensifyReport]:
+    """The ADC round's table: kept originals, kept clones, kept split samples (sample-major)."""
+    n0 = len(a)
+    clone, split, keep_orig, keep_clone, keep_split, _, seen = adc_flags(a, rnd, allowed)
+    k = rnd.split_samples
+    parts_src = [np.flatnonzero(keep_orig), np.flatnonzero(keep_clone)]
+    parts_kind = [np.full(len(parts_src[0]), KEEP), np.full(len(parts_src[1]), NEW)]
+    parts_sample = [np.zeros(len(parts_src[0])), np.zeros(len(parts_src[1]))]
+    ks = np.flatnonzero(keep_split)
+    for j in range(k):
+        parts_src.append(ks)
+        parts_kind.append(np.full(len(ks), SPLIT))
+        parts_sample.append(np.full(len(ks), j))
+    table = RowTable(np.concatenate(parts_src), np.concatenate(parts_kind),
+                     np.concatenate(parts_sample))
+    n_clone, n_split = int(clone.sum()), int(split.sum())
+    grown = n0 + n_clone + (k - 1) * n_split
+    grads = a.stats["grad_accum"][seen].astype(np.float64) / a.stats["denom"][seen]
+    report = DensifyReport(n_clone, n_split, grown - len(table), n0, len(table),
+                           int(seen.sum()), float(grads.max(initial=0.0)), allowed is not None)
+    return table, report
+
+
+def densify_adc(a: HostArrays, rnd: ADCRound) -> tuple[HostArrays, DensifyReport]:
+    allowed = adc_budget(a, rnd)
+    table, report = adc_table(a, rnd, allowed)
+    out = apply_rows(a, table, RowEdit(rnd.split_scale_div, rnd.key))
+    for name in ADC_STATS:
+        out.stats[name][:] = 0
+    return out, report
+
+
+# ------------------------------------------------------------------------------------- MCMC
+
+def relocation(opacity: np.ndarray, ratio: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """3DGS-MCMC's relocation (Kheradmand et al. 2024, eq. 9), as gsplat computes it: ``ratio``
+    copies of a Gaussian of opacity o get opacity ``1 - (1 - o)^(1/ratio)`` and scales multiplied
+    by ``o / Σ_{i=1..ratio} Σ_{k=0..i-1} C(i-1, k) (-1)^k o_new^(k+1) / sqrt(k+1)``. Returns
+    ``(new opacity, scale factor)`` in float64."""
+    o = np.asarray(opacity, np.float64)
+    n = np.minimum(np.asarray(ratio, np.int64), RELOCATION_MAX_RATIO)
+    new_o = 1.0 - np.power(1.0 - o, 1.0 / n)
+    denom = np.zeros_like(o)
+    for i in range(1, int(n.max(initial=1)) + 1):
+        for kk in range(i):
+            term = math.comb(i - 1, kk) * (-1) ** kk / math.sqrt(kk + 1) * new_o ** (kk + 1)
+            denom += np.where(i <= n, term, 0.0)
+    return new_o, o / denom
+
+
+def weight_bits(n: int) -> int:
+    """q of the integer weights floor(o·2^q): the largest (≤ 24) with n·2^q < 2^32."""
+    return int(min(24, math.floor(math.log2((2 ** 32 - 1) / max(n, 1)))))
+
+
+# Opacities for sampling are read from a table of σ at logits k/64 (|logit| ≤ 16): the index is
+# round(64·logit), exact in float32 on both paths, so the weights are equal bit for bit (an exp()
+# differs in its last bits between NumPy and a GPU, and a weight floor(σ·2^q) with it). The table
+# is 0.4 % coarse in σ: immaterial for sampling in proportion to opacity.
+SIGMOID_STEPS, SIGMOID_RANGE = 64, 16
+SIGMOID_TABLE = (1.0 / (1.0 + np.exp(-np.arange(-SIGMOID_RANGE * SIGMOID_STEPS,
+                                                SIGMOID_RANGE * SIGMOID_STEPS + 1) / SIGMOID_STEPS))
+                 ).astype(np.float32)
+
+
+def opacity_weights(logits: np.ndarray, exclude: np.ndarray | None = None) -> np.ndarray:
+    """uint64 weights floor(σ(logit)·2^q) (σ from :data:`SIGMOID_TABLE`), zero where ``exclude``."""
+    half = SIGMOID_RANGE * SIGMOID_STEPS
+    idx = np.clip(np.round(logits.astype(np.float32) * np.float32(SIGMOID_STEPS)), -half, half)
+    o = SIGMOID_TABLE[idx.astype(np.int64) + half]
+    w = np.floor(o * np.float32(2 ** weight_bits(len(logits)))).astype(np.uint64)
+    if exclude is not None:
+        w[exclude] = 0
+    return w
+
+
+def draw_sources(weights: np.ndarray, key: int, draw_ids: np.ndarray) -> np.ndarray:
+    """For each draw id, the row whose weight interval holds ``bits(key, id) mod total``."""
+    cdf = np.cumsum(weights)
+    r = crng.random_bits(key, draw_ids.astype(np.uint32)).astype(np.uint64) % cdf[-1]
+    return np.searchsorted(cdf, r, side="right")
+
+
+def relocated_values(a: HostArrays, sources: np.ndarray, min_opacity: float) -> np.ndarray:
+    """(N, 2) float32: new opacity logit and log-scale shift of each drawn source (``counts+1``
+    copies of it, the original included); rows not drawn are left zero."""
+    n = len(a)
+    counts = np.bincount(sources, minlength=n)
+    drawn = np.flatnonzero(counts)
+    o = 1.0 / (1.0 + np.exp(-a.model.opacity_logits[drawn].astype(np.float64)))
+    new_o, factor = relocation(o, counts[drawn] + 1)
+    new_o = np.clip(new_o, min_opacity, 1.0 - F32_EPS)
+    out = np.zeros((n, 2), np.float32)
+    out[drawn, 0] = np.log(new_o / (1.0 - new_o))
+    out[drawn, 1] = np.log(factor)
+    return out
+
+
+def relocate(a: HostArrays, min_opacity: float, key: int) -> tuple[HostArrays, int]:
+    """Dead rows (opacity ≤ min) take the relocated parameters of live rows drawn ∝ opacity."""
+    logit = a.model.opacity_logits.astype(np.float32)
+    dead = logit <= np.float32(inverse_sigmoid(min_opacity))
+    weights = opacity_weights(logit, exclude=dead)
+    dead_rows = np.flatnonzero(dead)
+    if len(dead_rows) == 0 or weights.sum() == 0:
+        return a, 0
+    sources = draw_sources(weights, key, dead_rows)
+    relocated = relocated_values(a, sources, min_opacity)
+    src = np.arange(len(a))
+    kind = np.full(len(a), KEEP)
+    kind[np.unique(sources)] = RELOCATE
+    src[dead_rows] = sources
+    kind[dead_rows] = RELOCATE
+    return apply_rows(a, RowTable(src, kind), RowEdit(relocated=relocated)), len(dead_rows)
+
+
+def add_by_opacity(a: HostArrays, count: int, min_opacity: float, key: int
+                   ) -> tuple[HostArrays, int]:
+    """``count`` new rows, each the relocation of a row drawn ∝ opacity (all rows eligible)."""
+    n = len(a)
+    weights = opacity_weights(a.model.opacity_logits)
+    if count <= 0 or weights.sum() == 0:
+        return a, 0
+    sources = draw_sources(weights, key, np.arange(n, n + count))
+    relocated = relocated_values(a, sources, min_opacity)
+    src = np.concatenate([np.arange(n), sources])
+    kind = np.full(n + count, RELOCATE)
+    kind[:n] = KEEP
+    kind[np.unique(sources)] = RELOCATE
+    return apply_rows(a, RowTable(src, kind), RowEdit(relocated=relocated)), count
+
+
+def perturb_means(a: HostArrays, scale: float, key: int) -> None:
+    """MCMC position noise (in place): means += Σ·(z·gate·scale), Σ = R S² Rᵀ the Gaussian's
+    covariance, gate = σ(100·(1 − o − 0.995)) ≈ 1 only for nearly transparent Gaussians."""
+    m = a.model
+    n = len(m)
+    if n == 0 or scale == 0:
+        return
+    o = 1.0 / (1.0 + np.exp(-m.opacity_logits.astype(np.float64)))
+    gate = 1.0 / (1.0 + np.exp(-NOISE_GATE_K * ((1.0 - o) - NOISE_GATE_X0)))
+    z = crng.normal3(key, np.arange(n, dtype=np.uint32)) * (gate * scale)[:, None]
+    rot = quat_to_rotmat(m.normalized_quats.astype(np.float64))
+    s2 = np.exp(2.0 * m.log_scales.astype(np.float64))
+    # Σ z = R (S² (Rᵀ z))
+    local = np.einsum("nji,nj->ni", rot, z) * s2
+    m.means[:] = (m.means + np.einsum("nij,nj->ni", rot, local)).astype(m.dtype)
+

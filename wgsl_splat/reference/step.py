@@ -1,0 +1,111 @@
+"""The NumPy path's training step: the reference math, float32 parameters, host state."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ..model import GaussianModel
+from ..optim import AdamState, OptimConfig, adam_step
+from ..render_config import RenderConfig
+from ..state import ADC_STATS, HostArrays
+from ..step import DEFAULT_LAMBDA_DSSIM, Regularizers, StepResult, TrainStep, ndc_grad_norm
+from . import rows
+from .state import HostState
+
+
+class CpuTrainStep(TrainStep):
+    """:class:`~wgsl_splat.step.TrainStep` with the NumPy reference (render, loss, exact backward,
+    Adam) on a :class:`~wgsl_splat.reference.state.HostState`."""
+
+    def __init__(self, model: GaussianModel | HostArrays, config: OptimConfig,
+                 background=(0.0, 0.0, 0.0), lambda_dssim: float = DEFAULT_LAMBDA_DSSIM,
+                 adam: AdamState | None = None, *, regularizers: Regularizers = Regularizers(),
+                 render_config: RenderConfig | None = None):
+        """``model``: the parameters (fresh moments, or ``adam``, and ADC's statistics), or the
+        whole state as :class:`~wgsl_splat.state.HostArrays` (what the trainer passes)."""
+        super().__init__(config, background, lambda_dssim, regularizers, render_config)
+        if isinstance(model, HostArrays):
+            arrays = model
+        else:
+            arrays = HostArrays.fresh(model.astype(np.float32), ADC_STATS)
+            if adam is not None:
+                arrays.adam = adam
+        self._state = HostState(arrays)
+        self.last = StepResult(float("nan"))
+        self._losses: list[float] = []
+
+    @property
+    def state(self) -> HostState:
+        return self._state
+
+    # The arrays the reference functions take, by their old names (tests, examples).
+    @property
+    def model(self) -> GaussianModel:
+        return self._state.arrays.model
+
+    @property
+    def adam(self) -> AdamState:
+        return self._state.arrays.adam
+
+    def step(self, camera, target, active_sh_degree=None, view_id=None, noise=None) -> float:
+        from . import render, render_backward
+        from .loss import loss_and_grad
+
+        a = self._state.arrays
+        model = a.model
+        out = render(model, camera, self.background, active_sh_degree=active_sh_degree,
+                     config=self.render_config, filter_3d=self._state.filter_3d)
+        loss, dL_dimage, parts = loss_and_grad(out.image, np.asarray(target, np.float32), self.lambda_dssim)
+        grads = render_backward(model, camera, out, dL_dimage)
+        loss += self._add_regularizers(model, grads.params)
+        if "grad_accum" in a.stats:
+            vis = grads.visible
+            s = a.stats
+            s["grad_accum"][vis] += ndc_grad_norm(grads.screen.means2d[vis], camera.width, camera.height)
+            s["denom"][vis] += 1.0
+            s["max_radii"][vis] = np.maximum(s["max_radii"][vis], out.proj.radii[vis])
+        if noise is not None:   # MCMC: the means move before the update (gsplat's order)
+            rows.perturb_means(a, *noise)
+        adam_step(model, grads.params, a.adam, self.config)
+        self.last = StepResult(loss, parts["l1"], parts["ssim"])
+        self._losses.append(loss)
+        return loss
+
+    def _add_regularizers(self, model: GaussianModel, grads: GaussianModel) -> float:
+        """gsplat's opacity and scale L1 terms: their loss, their gradients added to ``grads``."""
+        reg, n = self.regularizers, len(model)
+        if not reg.active or n == 0:
+            return 0.0
+        o = 1.0 / (1.0 + np.exp(-model.opacity_logits.astype(np.float64)))
+        s = np.exp(model.log_scales.astype(np.float64))
+        grads.opacity_logits += (reg.opacity / n * o * (1.0 - o)).astype(grads.dtype)
+        grads.log_scales += (reg.scale / (3 * n) * s).astype(grads.dtype)
+        return float(reg.opacity * o.mean() + reg.scale * s.mean())
+
+    def take_losses(self) -> list[float]:
+        out, self._losses = self._losses, []
+        return out
+
+    def get_model(self) -> GaussianModel:
+        return self._state.arrays.model.copy()
+
+    def render(self, camera, active_sh_degree=None) -> np.ndarray:
+        from . import render_image
+
+        return render_image(self._state.arrays.model, camera, self.background,
+                            active_sh_degree=active_sh_degree, config=self.render_config,
+                            filter_3d=self._state.filter_3d)
+
+    def update_filter_3d(self) -> None:
+        if self.render_config.antialiased:
+            from . import compute_filter_3d
+
+            self._state.filter_3d = compute_filter_3d(
+                self._state.arrays.model.means, self.filter_cameras,
+                self.render_config).astype(np.float32)
+
+    def filter_3d(self) -> np.ndarray | None:
+        if not self.render_config.antialiased:
+            return None
+        f = self._state.filter_3d
+        return np.zeros(self._state.n, np.float32) if f is None else f.copy()
