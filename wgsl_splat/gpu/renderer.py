@@ -312,7 +312,8 @@ class GpuRenderer:
             emit_bg = pool.bind_group(self._emit, 0, {"rp": "render_params", "rects": "rects",
                                                       "sorted_ids": sorted_ids,
                                                       "table": "emit_table",
-                                                      "isect_ids": "isect_ids"})
+                                                      "isect_ids": "isect_ids",
+                                                      "splats": "splats"})
             cpass.set_bind_group(0, emit_bg)
             cpass.set_pipeline(self._emit.pipeline("emit_count"))
             cpass.dispatch_workgroups(*grid_2d(-(-self.chunks // 64)))
