@@ -99,7 +99,8 @@ class GpuBackward:
     def encode_project(self, cpass, *, stats: bool = True) -> None:
         if not self.num:
             return
-        cpass.set_pipeline(self._project.pipeline("project_backward", {"STATS": int(stats)}))
+        cpass.set_pipeline(self._project.pipeline("project_backward", {
+            "STATS": int(stats), **self.renderer.sh_constants}))
         cpass.set_bind_group(0, self.pool.bind_group(self._project, 0, {
             "rp": "render_params", "params": "params", "splats": "splats", "grad2d": "grad2d",
             "grads": "grads", "stats": "densify_stats", "filter3d": "filter3d"}))
