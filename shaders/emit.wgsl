@@ -8,6 +8,10 @@
 //    and the intersection counters)
 //   emit_keys : walks its splats again in rank order and writes each splat id to
 //               table[tile*T + c]++ for every tile of its rectangle (nothing at or beyond capacity).
+// A tile of a splat's rectangle counts only when the splat's α ≥ ALPHA_MIN ellipse reaches the
+// rectangle of the tile's pixel centres (tile_hit; reference: projection.tile_pairs_kept), and both
+// entry points evaluate the same expressions, so they agree on every pair.
+//
 // Within a tile the ids therefore come out by chunk, then by rank inside the chunk: by depth, ties
 // by Gaussian index (the depth sort is stable) -- exactly the reference's order, with no sort of
 // the intersections at all. Each chunk owns its table column, so there are no atomics.
@@ -19,6 +23,7 @@
 @group(0) @binding(2) var<storage, read> sorted_ids: array<u32>;
 @group(0) @binding(3) var<storage, read_write> table: array<u32>;
 @group(0) @binding(4) var<storage, read_write> isect_ids: array<u32>;
+@group(0) @binding(5) var<storage, read> splats: array<Splat2D>;
 
 const EMIT_WG: u32 = 64u;
 
@@ -28,6 +33,38 @@ fn rank_range(c: u32) -> vec2<u32> {
     let items = (n + nt - 1u) / nt;
     let start = min(c * items, n);
     return vec2<u32>(start, min(start + items, n));
+}
+
+// What the tile test needs of a splat: its mean, conic (a, b, c) and the bound on q = dᵀ·conic·d
+// (reference: projection.tile_q_bound).
+struct Ellipse {
+    mean: vec2<f32>,
+    conic: vec3<f32>,
+    q_max: f32,
+}
+
+fn splat_ellipse(g: u32) -> Ellipse {
+    let s = splats[g];
+    let q = 2.0 * log(s.opacity / ALPHA_MIN) * (1.0 + TILE_TEST_MARGIN) + TILE_TEST_MARGIN;
+    return Ellipse(s.xy, s.conic, q);
+}
+
+// Whether the ellipse reaches the pixel centres' rectangle of tile (tx, ty): the least q over the
+// rectangle (reference: projection.tile_min_q, which explains the two edge minima) against q_max.
+fn tile_hit(e: Ellipse, tx: u32, ty: u32) -> bool {
+    let ts = f32(TILE_SIZE);
+    let lo = vec2<f32>(f32(tx), f32(ty)) * ts + vec2<f32>(0.5);
+    let hi = min(lo + vec2<f32>(ts - 1.0), vec2<f32>(f32(rp.img.x), f32(rp.img.y)) - vec2<f32>(0.5));
+    let a = e.conic.x;
+    let b = e.conic.y;
+    let c = e.conic.z;
+    let dx = clamp(e.mean.x, lo.x, hi.x) - e.mean.x;
+    let dy1 = clamp(e.mean.y - b * dx / c, lo.y, hi.y) - e.mean.y;
+    let dy = clamp(e.mean.y, lo.y, hi.y) - e.mean.y;
+    let dx2 = clamp(e.mean.x - b * dy / a, lo.x, hi.x) - e.mean.x;
+    let q1 = a * dx * dx + 2.0 * b * dx * dy1 + c * dy1 * dy1;
+    let q2 = a * dx2 * dx2 + 2.0 * b * dx2 * dy + c * dy * dy;
+    return min(q1, q2) <= e.q_max;
 }
 
 @compute @workgroup_size(64)
@@ -46,11 +83,18 @@ fn emit_count(@builtin(local_invocation_index) lid: u32,
     }
     let r = rank_range(c);
     for (var k = r.x; k < r.y; k = k + 1u) {
-        let rc = rects[sorted_ids[k]];
+        let g = sorted_ids[k];
+        let rc = rects[g];
+        if (rc.z <= rc.x) {
+            continue;            // culled
+        }
+        let el = splat_ellipse(g);
         for (var ty = rc.y; ty < rc.w; ty = ty + 1u) {
             for (var tx = rc.x; tx < rc.z; tx = tx + 1u) {
-                let e = (ty * tiles_x + tx) * nt + c;
-                table[e] = table[e] + 1u;
+                if (tile_hit(el, tx, ty)) {
+                    let e = (ty * tiles_x + tx) * nt + c;
+                    table[e] = table[e] + 1u;
+                }
             }
         }
     }
@@ -71,13 +115,19 @@ fn emit_keys(@builtin(local_invocation_index) lid: u32,
     for (var k = r.x; k < r.y; k = k + 1u) {
         let g = sorted_ids[k];
         let rc = rects[g];
+        if (rc.z <= rc.x) {
+            continue;
+        }
+        let el = splat_ellipse(g);
         for (var ty = rc.y; ty < rc.w; ty = ty + 1u) {
             for (var tx = rc.x; tx < rc.z; tx = tx + 1u) {
-                let e = (ty * tiles_x + tx) * nt + c;
-                let pos = table[e];
-                table[e] = pos + 1u;
-                if (pos < cap) {
-                    isect_ids[pos] = g;
+                if (tile_hit(el, tx, ty)) {
+                    let e = (ty * tiles_x + tx) * nt + c;
+                    let pos = table[e];
+                    table[e] = pos + 1u;
+                    if (pos < cap) {
+                        isect_ids[pos] = g;
+                    }
                 }
             }
         }

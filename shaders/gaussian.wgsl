@@ -38,9 +38,16 @@ fn camera_space(mean: vec3<f32>) -> vec3<f32> {
                      dot(rp.w2c2.xyz, mean) + rp.w2c2.w);
 }
 
+// The SH layout as pipeline constants, not uniforms (the renderer keeps a pipeline per layout):
+// lavapipe recompiles a shader whose branches or loops depend on a uniform at every dispatch, to
+// inline the value (from its disk cache; measured 1.8 ms per dispatch of project.wgsl and 2.8 ms of
+// project_backward.wgsl, whatever N), while these change only with the model and every 1000 steps.
+override SH_COEFFS: u32 = 16u;   // K, coefficients stored per Gaussian (= rp.model.y)
+override SH_ACTIVE: u32 = 3u;    // the active SH degree (= rp.model.z)
+
 // SH degree actually evaluated: the active degree, capped by the stored coefficients.
 fn active_degree() -> u32 {
-    return min(min(rp.model.z, 3u), u32(sqrt(f32(rp.model.y))) - 1u);
+    return min(min(SH_ACTIVE, 3u), u32(sqrt(f32(SH_COEFFS))) - 1u);
 }
 
 // EWA projection terms of Gaussian i whose camera-space mean is t (t.z >= near plane).

@@ -2,30 +2,34 @@
 // loss and gradient as loss.wgsl (see there and wgsl_splat/reference/loss.py), laid out for how a
 // CPU driver runs compute shaders: invocations are SIMD lanes, every workgroupBarrier switches
 // between coroutines (measured ~18 us per barrier for a 256-thread workgroup on lavapipe) and every
-// buffer or workgroup-memory access is a per-lane gather/scatter. So: no workgroup memory, no
-// barriers, and each value read as few times as possible. One thread owns a whole row (horizontal
-// passes) or column (vertical passes) of one channel and slides the 11-tap window along it,
+// buffer access is a loop over the lanes (lavapipe: ~2.6 ns per lane for an f32, ~4.5 ns for a
+// vec4, so a vec4 moves four values for the price of two). So: no workgroup memory, no barriers,
+// few accesses, vec4 where a thread's values belong together. One thread owns a whole column
+// (vertical passes) or row (horizontal pass) of one channel and slides the 11-tap window along it,
 // keeping the window in registers; each input element is read once per pass.
 //
-//   lines_h_stats : thread (row, channel): horizontal window sums of (x, y, x², y², xy) -> hbuf;
-//                   sum |x - y| of its row -> partials[thread]
-//   lines_v_ssim  : thread (column, channel): vertical sums, SSIM and ∂s/∂μ1, ∂s/∂e11, ∂s/∂e12
-//                   -> dmaps; sum of (1 - s) of its column -> partials[3H + thread]
-//   lines_h_back  : thread (row, channel): horizontal sums of the three d-maps -> hbuf
-//   lines_v_back  : thread (column, channel): vertical sums, combine with x, y and sign(x - y)
-//                   -> grad; invocation 0 also sums the partials (fixed order) -> result[slot]
+//   lines_v_stats : thread (column, channel): vertical window sums of (x, y, x², y²) -> vstats
+//                   (vec4) and of xy -> vxy; sum |x - y| of its column -> partials[thread]
+//   lines_h_ssim  : thread (row, channel): horizontal sums of the statistics five pixels ahead,
+//                   SSIM there and ∂s/∂μ1, ∂s/∂e11, ∂s/∂e12 (never stored: kept in a second
+//                   11-tap window that trails five pixels behind), the horizontal sums of those
+//                   three d-maps -> hback (vec4); sum of (1 - s) of its row -> partials[3W + thread]
+//   lines_v_grad  : thread (column, channel): vertical sums of hback, combined with x, y and
+//                   sign(x - y) -> grad; invocation 0 also sums the partials (fixed order) -> result
 //
-// Buffers are planar per quantity, each plane in the image layout (H*W*3, RGB interleaved):
-// element (y, x, c) of plane s is s*NP + (y*W + x)*3 + c, NP = H*W*3.
+// Three dispatches; per pixel and channel 2 + 2 + 3 loads and 2 + 1 + 1 stores (the four-pass
+// version with scalar planes needed 15 loads and 12 stores). Intermediate buffers are indexed like
+// the image (H*W*3, RGB interleaved): element (y, x, c) at (y*W + x)*3 + c.
 
 @group(0) @binding(0) var<uniform> lp: LossParams;  // dynamic
 @group(0) @binding(1) var<storage, read> image: array<f32>;
 @group(0) @binding(2) var<storage, read> target_img: array<f32>;
-@group(0) @binding(3) var<storage, read_write> hbuf: array<f32>;
-@group(0) @binding(4) var<storage, read_write> dmaps: array<f32>;
-@group(0) @binding(5) var<storage, read_write> partials: array<f32>;
-@group(0) @binding(6) var<storage, read_write> grad: array<f32>;
-@group(0) @binding(7) var<storage, read_write> result: array<vec4<f32>>;
+@group(0) @binding(3) var<storage, read_write> vstats: array<vec4<f32>>;
+@group(0) @binding(4) var<storage, read_write> vxy: array<f32>;
+@group(0) @binding(5) var<storage, read_write> hback: array<vec4<f32>>;
+@group(0) @binding(6) var<storage, read_write> partials: array<f32>;
+@group(0) @binding(7) var<storage, read_write> grad: array<f32>;
+@group(0) @binding(8) var<storage, read_write> result: array<vec4<f32>>;
 
 const WG: u32 = 32u;
 
@@ -58,189 +62,160 @@ fn wsum3(v0: vec3<f32>, v1: vec3<f32>, v2: vec3<f32>, v3: vec3<f32>, v4: vec3<f3
          + W4 * (v4 + v6) + W5 * v5;
 }
 
-fn thread_id(gid: vec3<u32>) -> u32 {
-    return gid.x;
-}
+// ---- vertical statistics ---------------------------------------------------------------------
 
-// ---- horizontal statistics ------------------------------------------------------------------
-
-fn load_s5(i: u32) -> S5 {
+// Input pixel (row y of the column starting at element col) as a window tap; zero outside.
+fn load_s5(col: u32, y: u32, height: u32, stride: u32) -> S5 {
+    if (y >= height) {
+        return S5(vec4<f32>(0.0), 0.0);
+    }
+    let i = col + y * stride;
     return s5_of(image[i], target_img[i]);
 }
 
 @compute @workgroup_size(32)
-fn lines_h_stats(@builtin(global_invocation_id) gid: vec3<u32>) {
+fn lines_v_stats(@builtin(global_invocation_id) gid: vec3<u32>) {
     let width = lp.dims.x;
     let height = lp.dims.y;
-    let t = thread_id(gid);
-    if (t >= 3u * height) {
+    let col = gid.x;                       // element (0, x, c) = 3x + c
+    if (col >= 3u * width) {
         return;
     }
-    let np = width * height * 3u;
-    let c = t % 3u;
-    let y = t / 3u;
-    let row = y * width * 3u + c;          // element of (y, 0, c); pixel x at row + 3x
+    let stride = 3u * width;               // one row
     let zero = S5(vec4<f32>(0.0), 0.0);
-    // Window taps v0..v10 = pixels x-5 .. x+5 (zero outside the image).
+    // Window taps v0..v10 = rows y-5 .. y+5 (zero outside the image).
     var v0 = zero; var v1 = zero; var v2 = zero; var v3 = zero; var v4 = zero;
-    var v5 = zero; var v6 = zero; var v7 = zero; var v8 = zero; var v9 = zero;
-    if (width > 0u) { v5 = load_s5(row); }
-    if (width > 1u) { v6 = load_s5(row + 3u); }
-    if (width > 2u) { v7 = load_s5(row + 6u); }
-    if (width > 3u) { v8 = load_s5(row + 9u); }
-    if (width > 4u) { v9 = load_s5(row + 12u); }
+    var v5 = load_s5(col, 0u, height, stride);
+    var v6 = load_s5(col, 1u, height, stride);
+    var v7 = load_s5(col, 2u, height, stride);
+    var v8 = load_s5(col, 3u, height, stride);
+    var v9 = load_s5(col, 4u, height, stride);
     var l1 = 0.0;
-    for (var x = 0u; x < width; x = x + 1u) {
-        var v10 = zero;
-        if (x + 5u < width) {
-            v10 = load_s5(row + 3u * (x + 5u));
-        }
+    for (var y = 0u; y < height; y = y + 1u) {
+        let v10 = load_s5(col, y + 5u, height, stride);
         let s = wsum5(v0, v1, v2, v3, v4, v5, v6, v7, v8, v9, v10);
-        let o = row + 3u * x;
-        hbuf[o] = s.a.x;
-        hbuf[o + np] = s.a.y;
-        hbuf[o + 2u * np] = s.a.z;
-        hbuf[o + 3u * np] = s.a.w;
-        hbuf[o + 4u * np] = s.b;
+        let o = col + y * stride;
+        vstats[o] = s.a;
+        vxy[o] = s.b;
         l1 = l1 + abs(v5.a.x - v5.a.y);
         v0 = v1; v1 = v2; v2 = v3; v3 = v4; v4 = v5;
         v5 = v6; v6 = v7; v7 = v8; v8 = v9; v9 = v10;
     }
-    partials[t] = l1;
+    partials[col] = l1;
 }
 
-// ---- vertical statistics, SSIM and its derivatives -------------------------------------------
+// ---- horizontal statistics, SSIM, d-maps and their horizontal sums ---------------------------
 
-fn load_h5(i: u32, np: u32) -> S5 {
-    return S5(vec4<f32>(hbuf[i], hbuf[i + np], hbuf[i + 2u * np], hbuf[i + 3u * np]),
-              hbuf[i + 4u * np]);
+fn load_v5(row: u32, x: u32, width: u32) -> S5 {
+    if (x >= width) {
+        return S5(vec4<f32>(0.0), 0.0);
+    }
+    let i = row + 3u * x;
+    return S5(vstats[i], vxy[i]);
 }
 
 @compute @workgroup_size(32)
-fn lines_v_ssim(@builtin(global_invocation_id) gid: vec3<u32>) {
+fn lines_h_ssim(@builtin(global_invocation_id) gid: vec3<u32>) {
     let width = lp.dims.x;
     let height = lp.dims.y;
-    let t = thread_id(gid);
-    if (t >= 3u * width) {
-        return;
-    }
-    let np = width * height * 3u;
-    let stride = width * 3u;               // one row
-    let col = t;                           // element of (0, x, c) = 3x + c = t
-    let c1 = lp.coef.z;
-    let c2 = lp.coef.w;
-    let zero = S5(vec4<f32>(0.0), 0.0);
-    var v0 = zero; var v1 = zero; var v2 = zero; var v3 = zero; var v4 = zero;
-    var v5 = zero; var v6 = zero; var v7 = zero; var v8 = zero; var v9 = zero;
-    if (height > 0u) { v5 = load_h5(col, np); }
-    if (height > 1u) { v6 = load_h5(col + stride, np); }
-    if (height > 2u) { v7 = load_h5(col + 2u * stride, np); }
-    if (height > 3u) { v8 = load_h5(col + 3u * stride, np); }
-    if (height > 4u) { v9 = load_h5(col + 4u * stride, np); }
-    var dssim = 0.0;
-    for (var y = 0u; y < height; y = y + 1u) {
-        var v10 = zero;
-        if (y + 5u < height) {
-            v10 = load_h5(col + (y + 5u) * stride, np);
-        }
-        let w = wsum5(v0, v1, v2, v3, v4, v5, v6, v7, v8, v9, v10);
-        let sp = ssim_pixel(w.a, w.b, c1, c2);
-        let o = col + y * stride;
-        dmaps[o] = sp.d.x;
-        dmaps[o + np] = sp.d.y;
-        dmaps[o + 2u * np] = sp.d.z;
-        dssim = dssim + sp.dssim;
-        v0 = v1; v1 = v2; v2 = v3; v3 = v4; v4 = v5;
-        v5 = v6; v6 = v7; v7 = v8; v8 = v9; v9 = v10;
-    }
-    partials[3u * height + t] = dssim;
-}
-
-// ---- backward: the same window over the d-maps ----------------------------------------------
-
-fn load_d3(i: u32, np: u32) -> vec3<f32> {
-    return vec3<f32>(dmaps[i], dmaps[i + np], dmaps[i + 2u * np]);
-}
-
-@compute @workgroup_size(32)
-fn lines_h_back(@builtin(global_invocation_id) gid: vec3<u32>) {
-    let width = lp.dims.x;
-    let height = lp.dims.y;
-    let t = thread_id(gid);
+    let t = gid.x;
     if (t >= 3u * height) {
         return;
     }
-    let np = width * height * 3u;
-    let row = (t / 3u) * width * 3u + t % 3u;
-    let zero = vec3<f32>(0.0);
-    var v0 = zero; var v1 = zero; var v2 = zero; var v3 = zero; var v4 = zero;
-    var v5 = zero; var v6 = zero; var v7 = zero; var v8 = zero; var v9 = zero;
-    if (width > 0u) { v5 = load_d3(row, np); }
-    if (width > 1u) { v6 = load_d3(row + 3u, np); }
-    if (width > 2u) { v7 = load_d3(row + 6u, np); }
-    if (width > 3u) { v8 = load_d3(row + 9u, np); }
-    if (width > 4u) { v9 = load_d3(row + 12u, np); }
-    for (var x = 0u; x < width; x = x + 1u) {
-        var v10 = zero;
-        if (x + 5u < width) {
-            v10 = load_d3(row + 3u * (x + 5u), np);
+    let row = (t / 3u) * width * 3u + t % 3u;    // element (y, 0, c); pixel x at row + 3x
+    let c1 = lp.coef.z;
+    let c2 = lp.coef.w;
+    let zero = S5(vec4<f32>(0.0), 0.0);
+    let z3 = vec3<f32>(0.0);
+    // Statistics taps s0..s10 = columns x .. x+10 (SSIM at x+5); d-map taps d0..d10 = columns
+    // x-5 .. x+5 (output at x). Both zero outside the image (the d-maps exist only inside it).
+    var s0 = zero; var s1 = zero; var s2 = zero; var s3 = zero; var s4 = zero;
+    var s5 = load_v5(row, 0u, width);
+    var s6 = load_v5(row, 1u, width);
+    var s7 = load_v5(row, 2u, width);
+    var s8 = load_v5(row, 3u, width);
+    var s9 = load_v5(row, 4u, width);
+    var d0 = z3; var d1 = z3; var d2 = z3; var d3 = z3; var d4 = z3;
+    var d5 = z3; var d6 = z3; var d7 = z3; var d8 = z3; var d9 = z3;
+    var dssim = 0.0;
+    // Prologue: the d-maps of columns 0..4 (d5..d9 before the first output).
+    for (var x = 0u; x < 5u; x = x + 1u) {
+        let s10 = load_v5(row, x + 5u, width);
+        var d = z3;
+        if (x < width) {
+            let w = wsum5(s0, s1, s2, s3, s4, s5, s6, s7, s8, s9, s10);
+            let sp = ssim_pixel(w.a, w.b, c1, c2);
+            d = sp.d;
+            dssim = dssim + sp.dssim;
         }
-        let s = wsum3(v0, v1, v2, v3, v4, v5, v6, v7, v8, v9, v10);
-        let o = row + 3u * x;
-        hbuf[o] = s.x;
-        hbuf[o + np] = s.y;
-        hbuf[o + 2u * np] = s.z;
-        v0 = v1; v1 = v2; v2 = v3; v3 = v4; v4 = v5;
-        v5 = v6; v6 = v7; v7 = v8; v8 = v9; v9 = v10;
+        d5 = d6; d6 = d7; d7 = d8; d8 = d9; d9 = d;
+        s0 = s1; s1 = s2; s2 = s3; s3 = s4; s4 = s5;
+        s5 = s6; s6 = s7; s7 = s8; s8 = s9; s9 = s10;
     }
+    for (var x = 0u; x < width; x = x + 1u) {
+        // SSIM at column x + 5 (statistics window s0..s10 = columns x .. x+10).
+        let s10 = load_v5(row, x + 10u, width);
+        var d10 = z3;
+        if (x + 5u < width) {
+            let w = wsum5(s0, s1, s2, s3, s4, s5, s6, s7, s8, s9, s10);
+            let sp = ssim_pixel(w.a, w.b, c1, c2);
+            d10 = sp.d;
+            dssim = dssim + sp.dssim;
+        }
+        hback[row + 3u * x] = vec4<f32>(wsum3(d0, d1, d2, d3, d4, d5, d6, d7, d8, d9, d10), 0.0);
+        d0 = d1; d1 = d2; d2 = d3; d3 = d4; d4 = d5;
+        d5 = d6; d6 = d7; d7 = d8; d8 = d9; d9 = d10;
+        s0 = s1; s1 = s2; s2 = s3; s3 = s4; s4 = s5;
+        s5 = s6; s6 = s7; s7 = s8; s8 = s9; s9 = s10;
+    }
+    partials[3u * width + t] = dssim;
 }
 
-fn load_hb3(i: u32, np: u32) -> vec3<f32> {
-    return vec3<f32>(hbuf[i], hbuf[i + np], hbuf[i + 2u * np]);
+// ---- vertical sums of the d-maps' horizontal sums, the gradient --------------------------------
+
+fn load_hb3(col: u32, y: u32, height: u32, stride: u32) -> vec3<f32> {
+    if (y >= height) {
+        return vec3<f32>(0.0);
+    }
+    return hback[col + y * stride].xyz;
 }
 
 @compute @workgroup_size(32)
-fn lines_v_back(@builtin(global_invocation_id) gid: vec3<u32>) {
+fn lines_v_grad(@builtin(global_invocation_id) gid: vec3<u32>) {
     let width = lp.dims.x;
     let height = lp.dims.y;
-    let t = thread_id(gid);
+    let col = gid.x;
     let lam = lp.coef.x;
     let inv_n = lp.coef.y;
-    if (t == 0u) {
+    if (col == 0u) {
         // Scalar results: the partial sums in a fixed order (deterministic), one invocation.
         var l1 = 0.0;
-        for (var i = 0u; i < 3u * height; i = i + 1u) {
+        for (var i = 0u; i < 3u * width; i = i + 1u) {
             l1 = l1 + partials[i];
         }
         var ds = 0.0;
-        for (var i = 0u; i < 3u * width; i = i + 1u) {
-            ds = ds + partials[3u * height + i];
+        for (var i = 0u; i < 3u * height; i = i + 1u) {
+            ds = ds + partials[3u * width + i];
         }
         l1 = l1 * inv_n;
         ds = ds * inv_n;
         result[lp.misc.x] = vec4<f32>((1.0 - lam) * l1 + lam * ds, l1, 1.0 - ds, ds);
     }
-    if (t >= 3u * width) {
+    if (col >= 3u * width) {
         return;
     }
-    let np = width * height * 3u;
-    let stride = width * 3u;
-    let col = t;
+    let stride = 3u * width;
     let scale = lam * inv_n;
     let l1_scale = (1.0 - lam) * inv_n;
     let zero = vec3<f32>(0.0);
     var v0 = zero; var v1 = zero; var v2 = zero; var v3 = zero; var v4 = zero;
-    var v5 = zero; var v6 = zero; var v7 = zero; var v8 = zero; var v9 = zero;
-    if (height > 0u) { v5 = load_hb3(col, np); }
-    if (height > 1u) { v6 = load_hb3(col + stride, np); }
-    if (height > 2u) { v7 = load_hb3(col + 2u * stride, np); }
-    if (height > 3u) { v8 = load_hb3(col + 3u * stride, np); }
-    if (height > 4u) { v9 = load_hb3(col + 4u * stride, np); }
+    var v5 = load_hb3(col, 0u, height, stride);
+    var v6 = load_hb3(col, 1u, height, stride);
+    var v7 = load_hb3(col, 2u, height, stride);
+    var v8 = load_hb3(col, 3u, height, stride);
+    var v9 = load_hb3(col, 4u, height, stride);
     for (var y = 0u; y < height; y = y + 1u) {
-        var v10 = zero;
-        if (y + 5u < height) {
-            v10 = load_hb3(col + (y + 5u) * stride, np);
-        }
+        let v10 = load_hb3(col, y + 5u, height, stride);
         let g3 = wsum3(v0, v1, v2, v3, v4, v5, v6, v7, v8, v9, v10);
         let o = col + y * stride;
         let x = image[o];

@@ -7,6 +7,10 @@ fn partial_slot(li: u32) -> u32 {
     return li;
 }
 
-fn partial_sum(v: vec4<f32>) -> vec4<f32> {
+fn partial_lanes() -> u32 {
+    return 1u;
+}
+
+fn partial_sum(v: vec4<f32>, size: u32) -> vec4<f32> {
     return v;
 }

@@ -42,7 +42,7 @@ fn project(@builtin(local_invocation_index) lid: u32,
 
     // View-dependent colour (computed for every splat so that the backward pass can rely on it).
     let dir = normalize(mean - rp.cam_pos.xyz);
-    let k = rp.model.y;
+    let k = SH_COEFFS;
     let deg = active_degree();
     let base = rp.offs.w + i * k * 3u;
     var basis: array<f32, 16>;

@@ -130,7 +130,7 @@ fn project_backward(@builtin(local_invocation_index) lid: u32,
     if (i >= n) {
         return;
     }
-    let k = rp.model.y;
+    let k = SH_COEFFS;
     let sh_base = rp.offs.w + i * k * 3u;
     let s = splats[i];
     let v0 = grad2d[3u * i];        // dL/d(mean2d.x, mean2d.y, opacity)

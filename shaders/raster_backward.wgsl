@@ -13,7 +13,7 @@
 //
 // Reduction: a round handles BATCH splats (loaded into workgroup memory). Every thread sums its
 // ROWS pixels' contributions per splat in registers; then either every thread
-// (partials_workgroup.wgsl) or every subgroup after a subgroupAdd (partials_subgroup.wgsl) stores
+// (partials_workgroup.wgsl) or every subgroup after an in-register sum (partials_subgroup.wgsl) stores
 // 3 vec4 partials per splat in workgroup memory; after one barrier the threads sum those partials
 // in a fixed slot order and issue one global atomic per non-zero gradient component per splat per
 // tile (grad_add: float atomics or a compare-and-swap loop, atomic_float.wgsl / atomic_cas.wgsl).
@@ -49,6 +49,96 @@ var<workgroup> s_maxlast: atomic<u32>;
 var<workgroup> s_slot_mask: array<atomic<u32>, 2>;   // partial slots in use (THREADS <= 64)
 var<workgroup> s_count: u32;
 
+// One vec4 group of a thread's pixels (four rows of its column): what the back-to-front walk
+// keeps per pixel. Private arrays indexed by a loop counter are lowered to scratch memory on CPU
+// drivers (lavapipe: the group loop cost 88 of 120 ms with its body skipped), so the groups are
+// separate variables handled by the functions below, called once per group.
+struct PixelGroup {
+    fy: vec4<f32>,            // pixel-centre rows
+    last: vec4<u32>,          // last contributor (1-based position, 0: none)
+    last_max: u32,            // the greatest of them
+    t: vec4<f32>,             // transmittance after the current splat
+    suffix: vec4<f32>,        // Σ_{k behind} (c_k · dL/dC) α_k T_k
+    bgt: vec4<f32>,           // T_final (bg · dL/dC)
+    gr: vec4<f32>,            // dL/dC
+    gg: vec4<f32>,
+    gb: vec4<f32>,
+}
+
+// Per-splat sums over a thread's pixels. dx is the same for all of them, so the nine gradient
+// components need only seven vec4 accumulators, combined once per splat.
+struct SplatSums {
+    sp: vec4<f32>,            // Σ dL/dpower
+    sdp: vec4<f32>,           // Σ dy · dL/dpower
+    sddp: vec4<f32>,          // Σ dy² · dL/dpower
+    so: vec4<f32>,            // Σ dL/dα · G
+    sr: vec4<f32>,            // Σ α T dL/dC
+    sg: vec4<f32>,
+    sb: vec4<f32>,
+}
+
+fn load_group(tile_y: u32, lid: vec3<u32>, gi: u32, px: u32, width: u32, height: u32,
+              bg: vec3<f32>) -> PixelGroup {
+    var p: PixelGroup;
+    let pys = group_rows(tile_y, lid.y, gi);
+    p.fy = vec4<f32>(pys) + vec4<f32>(0.5);
+    p.last = vec4<u32>(0u);
+    p.t = vec4<f32>(1.0);
+    p.gr = vec4<f32>(0.0);
+    p.gg = vec4<f32>(0.0);
+    p.gb = vec4<f32>(0.0);
+    for (var j = 0u; j < 4u; j = j + 1u) {
+        if (px < width && pys[j] < height) {
+            let q = pys[j] * width + px;
+            p.t[j] = final_t[q];
+            p.last[j] = last_contrib[q];
+            p.gr[j] = grad_image[3u * q];
+            p.gg[j] = grad_image[3u * q + 1u];
+            p.gb[j] = grad_image[3u * q + 2u];
+        }
+    }
+    p.last_max = max(max(p.last.x, p.last.y), max(p.last.z, p.last.w));
+    p.suffix = vec4<f32>(0.0);
+    p.bgt = p.t * (bg.x * p.gr + bg.y * p.gg + bg.z * p.gb);
+    return p;
+}
+
+// One splat (staged geometry g, oc and colour col, 1-based position pos) over one pixel group,
+// back to front: recovers T before the splat, adds the gradient terms to `acc`. A group whose
+// pixels all stopped in front of the splat is skipped.
+fn splat_group(p: ptr<function, PixelGroup>, acc: ptr<function, SplatSums>, g: vec4<f32>,
+               oc: vec4<f32>, col: vec4<f32>, dx: f32, pos: u32) {
+    if (pos > (*p).last_max) {
+        return;
+    }
+    let dy = (*p).fy - vec4<f32>(g.y);
+    let power = splat_power(g, oc, dx, dy);
+    let gauss = exp(power);
+    let a_raw = oc.y * gauss;
+    let alpha = min(vec4<f32>(ALPHA_MAX), a_raw);
+    let valid = (vec4<u32>(pos) <= (*p).last) & (power <= vec4<f32>(0.0)) &
+                (alpha >= vec4<f32>(ALPHA_MIN));
+    if (any(valid)) {
+        let inv = vec4<f32>(1.0) / (vec4<f32>(1.0) - alpha);
+        let tb = select((*p).t, (*p).t * inv, valid);
+        let w = select(vec4<f32>(0.0), alpha * tb, valid);
+        let cdot = col.x * (*p).gr + col.y * (*p).gg + col.z * (*p).gb;
+        (*acc).sr = (*acc).sr + w * (*p).gr;
+        (*acc).sg = (*acc).sg + w * (*p).gg;
+        (*acc).sb = (*acc).sb + w * (*p).gb;
+        let g_alpha = tb * cdot - ((*p).suffix + (*p).bgt) * inv;
+        let ga = select(vec4<f32>(0.0), g_alpha, valid & (a_raw <= vec4<f32>(ALPHA_MAX)));
+        let gp = ga * a_raw;
+        let dgp = dy * gp;
+        (*acc).sp = (*acc).sp + gp;
+        (*acc).sdp = (*acc).sdp + dgp;
+        (*acc).sddp = (*acc).sddp + dy * dgp;
+        (*acc).so = (*acc).so + ga * gauss;
+        (*p).suffix = (*p).suffix + w * cdot;
+        (*p).t = tb;
+    }
+}
+
 @compute @workgroup_size(16, {{THREADS_Y}})
 fn rasterize_backward(@builtin(local_invocation_id) lid: vec3<u32>,
                       @builtin(local_invocation_index) li: u32,
@@ -64,42 +154,26 @@ fn rasterize_backward(@builtin(local_invocation_id) lid: vec3<u32>,
     }
     workgroupBarrier();
     let slot = partial_slot(li);
+    let lanes = partial_lanes();
     let range_start = s_range.x;
 
     let px = wid.x * TILE_SIZE + lid.x;
     let fx = f32(px) + 0.5;
     let bg = rp.background.xyz;
-    var fy: array<vec4<f32>, GROUPS>;
-    var last: array<vec4<u32>, GROUPS>;
-    var t: array<vec4<f32>, GROUPS>;
-    var suffix: array<vec4<f32>, GROUPS>;
-    var bgt: array<vec4<f32>, GROUPS>;
-    var gr: array<vec4<f32>, GROUPS>;
-    var gg: array<vec4<f32>, GROUPS>;
-    var gb: array<vec4<f32>, GROUPS>;
-    var my_last = 0u;
-    for (var gi = 0u; gi < GROUPS; gi = gi + 1u) {
-        let pys = group_rows(wid.y, lid.y, gi);
-        fy[gi] = vec4<f32>(pys) + vec4<f32>(0.5);
-        last[gi] = vec4<u32>(0u);
-        t[gi] = vec4<f32>(1.0);
-        gr[gi] = vec4<f32>(0.0);
-        gg[gi] = vec4<f32>(0.0);
-        gb[gi] = vec4<f32>(0.0);
-        for (var j = 0u; j < 4u; j = j + 1u) {
-            if (px < width && pys[j] < height) {
-                let p = pys[j] * width + px;
-                t[gi][j] = final_t[p];
-                last[gi][j] = last_contrib[p];
-                gr[gi][j] = grad_image[3u * p];
-                gg[gi][j] = grad_image[3u * p + 1u];
-                gb[gi][j] = grad_image[3u * p + 2u];
-            }
-        }
-        suffix[gi] = vec4<f32>(0.0);
-        bgt[gi] = t[gi] * (bg.x * gr[gi] + bg.y * gg[gi] + bg.z * gb[gi]);
-        let l = last[gi];
-        my_last = max(my_last, max(max(l.x, l.y), max(l.z, l.w)));
+    // GROUPS (1, 2 or 4) pixel groups; the unused ones are never touched.
+    var p0 = load_group(wid.y, lid, 0u, px, width, height, bg);
+    var p1: PixelGroup;
+    var p2: PixelGroup;
+    var p3: PixelGroup;
+    var my_last = p0.last_max;
+    if (GROUPS > 1u) {
+        p1 = load_group(wid.y, lid, 1u, px, width, height, bg);
+        my_last = max(my_last, p1.last_max);
+    }
+    if (GROUPS > 2u) {
+        p2 = load_group(wid.y, lid, 2u, px, width, height, bg);
+        p3 = load_group(wid.y, lid, 3u, px, width, height, bg);
+        my_last = max(my_last, max(p2.last_max, p3.last_max));
     }
     atomicMax(&s_maxlast, my_last);
     workgroupBarrier();
@@ -132,54 +206,28 @@ fn rasterize_backward(@builtin(local_invocation_id) lid: vec3<u32>,
             let dx = fx - g.x;
             if (pos <= my_last) {
                 let col = s_col[k];
-                // dx is the same for all of this thread's pixels, so the nine per-splat sums
-                // need only seven vec4 accumulators; they are combined once per splat below.
-                var sp = vec4<f32>(0.0);              // Σ dL/dpower
-                var sdp = vec4<f32>(0.0);             // Σ dy · dL/dpower
-                var sddp = vec4<f32>(0.0);            // Σ dy² · dL/dpower
-                var so = vec4<f32>(0.0);              // Σ dL/dα · G
-                var sr = vec4<f32>(0.0);              // Σ α T dL/dC
-                var sg = vec4<f32>(0.0);
-                var sb = vec4<f32>(0.0);
-                for (var gi = 0u; gi < GROUPS; gi = gi + 1u) {
-                    let dy = fy[gi] - vec4<f32>(g.y);
-                    let power = splat_power(g, oc, dx, dy);
-                    let gauss = exp(power);
-                    let a_raw = oc.y * gauss;
-                    let alpha = min(vec4<f32>(ALPHA_MAX), a_raw);
-                    let valid = (vec4<u32>(pos) <= last[gi]) & (power <= vec4<f32>(0.0)) &
-                                (alpha >= vec4<f32>(ALPHA_MIN));
-                    if (any(valid)) {
-                        let inv = vec4<f32>(1.0) / (vec4<f32>(1.0) - alpha);
-                        let tb = select(t[gi], t[gi] * inv, valid);
-                        let w = select(vec4<f32>(0.0), alpha * tb, valid);
-                        let cdot = col.x * gr[gi] + col.y * gg[gi] + col.z * gb[gi];
-                        sr = sr + w * gr[gi];
-                        sg = sg + w * gg[gi];
-                        sb = sb + w * gb[gi];
-                        let g_alpha = tb * cdot - (suffix[gi] + bgt[gi]) * inv;
-                        let ga = select(vec4<f32>(0.0), g_alpha, valid & (a_raw <= vec4<f32>(ALPHA_MAX)));
-                        let gp = ga * a_raw;
-                        let dgp = dy * gp;
-                        sp = sp + gp;
-                        sdp = sdp + dgp;
-                        sddp = sddp + dy * dgp;
-                        so = so + ga * gauss;
-                        suffix[gi] = suffix[gi] + w * cdot;
-                        t[gi] = tb;
-                    }
+                let z = vec4<f32>(0.0);
+                var acc = SplatSums(z, z, z, z, z, z, z);
+                splat_group(&p0, &acc, g, oc, col, dx, pos);
+                if (GROUPS > 1u) {
+                    splat_group(&p1, &acc, g, oc, col, dx, pos);
+                }
+                if (GROUPS > 2u) {
+                    splat_group(&p2, &acc, g, oc, col, dx, pos);
+                    splat_group(&p3, &acc, g, oc, col, dx, pos);
                 }
                 let one = vec4<f32>(1.0);
-                let p0 = dot(sp, one);
-                let p1 = dot(sdp, one);
+                let p0s = dot(acc.sp, one);
+                let p1s = dot(acc.sdp, one);
                 // power = -½(a dx² + c dy²) - b dx dy, dx = px - mean.x: dpower/dmean.x = a dx + b dy.
-                acc_m = vec4<f32>(g.z * dx * p0 + g.w * p1, g.w * dx * p0 + oc.x * p1, dot(so, one), 0.0);
-                acc_c = vec4<f32>(-0.5 * dx * dx * p0, -dx * p1, -0.5 * dot(sddp, one), 0.0);
-                acc_rgb = vec4<f32>(dot(sr, one), dot(sg, one), dot(sb, one), 0.0);
+                acc_m = vec4<f32>(g.z * dx * p0s + g.w * p1s, g.w * dx * p0s + oc.x * p1s,
+                                  dot(acc.so, one), 0.0);
+                acc_c = vec4<f32>(-0.5 * dx * dx * p0s, -dx * p1s, -0.5 * dot(acc.sddp, one), 0.0);
+                acc_rgb = vec4<f32>(dot(acc.sr, one), dot(acc.sg, one), dot(acc.sb, one), 0.0);
             }
-            let sum_m = partial_sum(acc_m);
-            let sum_c = partial_sum(acc_c);
-            let sum_rgb = partial_sum(acc_rgb);
+            let sum_m = partial_sum(acc_m, lanes);
+            let sum_c = partial_sum(acc_c, lanes);
+            let sum_rgb = partial_sum(acc_rgb, lanes);
             if (slot == li) {
                 let at = 3u * k * THREADS + slot;
                 s_part[at] = sum_m;

@@ -94,6 +94,14 @@ def test_bench_command_reports_both_paths_and_writes_json(tmp_path):
     assert set(cpu["stages"]) == {"forward", "loss", "backward", "adam"}
     assert report["machine"]["adapter"] and report["machine"]["backend"]
     assert "faster than the NumPy step" in res.output and "Amdahl" in res.output
+    lim = report["limits"]
+    assert lim["flops"] > 0 and lim["bandwidth"] > 0 and lim["dispatch_s"] > 0
+    roof = gpu["roofline"]
+    assert set(roof) == set(gpu["stages"])
+    for stage, row in roof.items():
+        assert row["flop"] >= 0 and row["bytes"] > 0 and row["dispatches"] >= 1, stage
+        assert row["floor_ms"] > 0 and row["ratio"] == row["measured_ms"] / row["floor_ms"], stage
+    assert "roofline at" in res.output
     res = CliRunner().invoke(main, ["bench", "--preset", "nope"])
     assert res.exit_code == 1 and "unknown preset" in res.output
 

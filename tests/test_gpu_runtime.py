@@ -133,7 +133,7 @@ def test_all_pipelines_compile(gpu_ctx):
     lib.pipeline("adam", "adam_step")
     from wgsl_splat.gpu.loss import window_defines
     lib.pipeline("loss", "ssim_forward", defines=window_defines())
-    lib.pipeline("loss_lines", "lines_h_stats", defines=window_defines())
+    lib.pipeline("loss_lines", "lines_h_ssim", defines=window_defines())
     assert lib.pipelines_created == 12 + 12 + 4
     assert {p.name for p in SHADER_DIR.iterdir()} >= {"common.wgsl", "raster.wgsl"}
     assert runtime.convert_wgpu_error(ValueError("x"), "y") is None

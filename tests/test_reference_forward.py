@@ -152,3 +152,58 @@ def test_bounded_memory_render_equals_the_full_forward_pass():
         tracemalloc.stop()
     assert peak < 48 << 20, peak
     assert image.std() > 0.01
+
+
+def _rect_min_q_all_edges(mean, conic, lo, hi):
+    """The least q = dᵀCd over [lo, hi]: 0 inside, else the least over the four edges, each a
+    1D quadratic minimised in closed form and clamped (an independent formulation)."""
+    a, b, c = conic
+    if lo[0] <= mean[0] <= hi[0] and lo[1] <= mean[1] <= hi[1]:
+        return 0.0
+    best = np.inf
+    for x in (lo[0], hi[0]):
+        dx = x - mean[0]
+        dy = np.clip(mean[1] - b * dx / c, lo[1], hi[1]) - mean[1]
+        best = min(best, a * dx * dx + 2 * b * dx * dy + c * dy * dy)
+    for y in (lo[1], hi[1]):
+        dy = y - mean[1]
+        dx = np.clip(mean[0] - b * dy / a, lo[0], hi[0]) - mean[0]
+        best = min(best, a * dx * dx + 2 * b * dx * dy + c * dy * dy)
+    return best
+
+
+def test_tile_min_q_is_the_least_q_over_the_tile():
+    from wgsl_splat.reference.projection import tile_min_q
+
+    rng, seed = fresh_rng()
+    w, h = 60, 50                      # the last column and row of tiles are partial
+    for _ in range(500):
+        m = rng.normal(size=(2, 2)) * rng.uniform(0.05, 5.0)
+        conic_m = np.linalg.inv(m @ m.T + 0.3 * np.eye(2))
+        conic = np.array([conic_m[0, 0], conic_m[0, 1], conic_m[1, 1]])
+        mean = rng.uniform(-40.0, 100.0, 2)
+        tx, ty = rng.integers(0, 4), rng.integers(0, 4)
+        lo = np.array([16 * tx + 0.5, 16 * ty + 0.5])
+        hi = np.minimum(lo + 15, [w - 0.5, h - 0.5])
+        got = tile_min_q(mean, conic, tx, ty, w, h, 16)
+        want = _rect_min_q_all_edges(mean, conic, lo, hi)
+        assert abs(got - want) <= 1e-9 * (1 + want), f"seed {seed}"
+        # and never above q at any pixel centre of the tile
+        xs, ys = np.meshgrid(np.arange(lo[0], hi[0] + 0.5) - mean[0], np.arange(lo[1], hi[1] + 0.5) - mean[1])
+        q_px = conic[0] * xs * xs + 2 * conic[1] * xs * ys + conic[2] * ys * ys
+        assert got <= q_px.min() + 1e-9, f"seed {seed}"
+
+
+def test_tile_ellipse_test_drops_only_pairs_that_composite_nowhere(monkeypatch):
+    """With the ellipse test the intersections are fewer than the rectangles' tiles, and the image
+    and transmittance are those of the rectangles (up to the summation order of the colours)."""
+    import wgsl_splat.reference.raster as raster
+
+    rng, seed = fresh_rng()
+    model, cam = random_scene(rng, 400, 70, 50, dtype=np.float64)
+    kept = render(model, cam, (0.1, 0.2, 0.3))
+    monkeypatch.setattr(raster, "tile_pairs_kept", lambda proj, gid, tx, ty: np.ones(len(gid), bool))
+    every = render(model, cam, (0.1, 0.2, 0.3))
+    assert len(kept.raster.structure.gauss_ids) < len(every.raster.structure.gauss_ids), seed
+    np.testing.assert_allclose(kept.image, every.image, rtol=0, atol=1e-12, err_msg=f"seed {seed}")
+    np.testing.assert_array_equal(kept.raster.final_T, every.raster.final_T, err_msg=f"seed {seed}")

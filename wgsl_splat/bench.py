@@ -15,7 +15,10 @@ Per configuration and path:
 - ``stages``: device milliseconds per stage from timestamp queries (medians over profiled steps);
   on the NumPy path, or without timestamp queries, fenced host timing per stage;
 - ``forward``: a forward render alone with the image read back;
-- ``peak_bytes``: peak device memory of the buffer pool, and per Gaussian.
+- ``peak_bytes``: peak device memory of the buffer pool, and per Gaussian;
+- ``roofline``: per stage the work its kernels do (FLOP, bytes, dispatches; :mod:`.roofline`), the
+  time that work takes at the adapter's measured limits (``limits`` of the report: FMA rate, a copy
+  kernel's bandwidth, the cost of an empty dispatch), the measured stage time and their ratio.
 """
 
 from __future__ import annotations
@@ -65,13 +68,14 @@ def _summary(times: list[float]) -> dict:
 
 
 def bench_gpu(ctx, cfg: Config, steps: int, warmup: int, stages: bool = True,
-              modes: tuple[str, ...] = ("classic",)) -> dict[str, dict]:
+              modes: tuple[str, ...] = ("classic",), limits=None) -> dict[str, dict]:
     """Per render mode, the GPU figures of the module docstring. With several modes the timed
     loops alternate between them step by step, so a machine whose speed drifts (a shared VM) skews
     every mode alike and their ratio stays meaningful."""
     from .gpu.step import GpuTrainStep
     from .optim import OptimConfig
     from .render_config import render_config
+    from .roofline import roofline, step_work
 
     model, cam, target, extent = make_scene(cfg.n, cfg.width, cfg.height)
     runs = {m: GpuTrainStep(ctx, model, OptimConfig().with_scene(extent, 30_000),
@@ -123,6 +127,8 @@ def bench_gpu(ctx, cfg: Config, steps: int, warmup: int, stages: bool = True,
             step.enable_profiling(False)
             out[m]["stages_source"] = "timestamp queries"
         out[m]["stages"] = {k: statistics.median(v) for k, v in stage_ms.items()}
+        if limits is not None and out[m]["stages"]:
+            out[m]["roofline"] = roofline(step_work(step), out[m]["stages"], limits)
         fwd = []
         step.render(cam, 3)
         for _ in range(steps):
@@ -200,6 +206,8 @@ def _cpu_name() -> str:
 
 
 def format_report(report: dict) -> str:
+    from .roofline import format_roofline
+
     lines = []
     m = report["machine"]
     lines.append(f"# {m.get('adapter', 'no GPU')} ({m.get('adapter_type', '-')}, {m.get('backend', '-')}); "
@@ -248,6 +256,8 @@ def format_report(report: dict) -> str:
             if dev:
                 lines.append(f"{r['config']} gpu Amdahl: device {dev:.2f} ms + host {host:.2f} ms per step "
                              f"-> host share {100 * host / (dev + host):.1f}%")
+        if "gpu" in r and r["gpu"].get("roofline") and report.get("limits"):
+            lines += format_roofline(r["gpu"]["roofline"], report["limits"], _label(r))
         if "gpu" in r and "cpu" in r:
             ratio = r["cpu"]["step"]["median_ms"] / r["gpu"]["step"]["median_ms"]
             lines.append(f"{r['config']} GPU step is {ratio:.1f}x faster than the NumPy step")
@@ -267,12 +277,19 @@ def run_bench(configs: list[Config], devices: tuple[str, ...], steps: int, warmu
     """Each configuration in each render mode, one after the other (side by side in time, so the
     modes' ratio is not skewed by a machine whose speed drifts)."""
     report = {"machine": machine_info(ctx), "steps": steps, "warmup": warmup, "results": []}
+    limits = None
+    if "gpu" in devices and ctx is not None and stages:
+        from .roofline import measure_limits
+
+        echo("measuring the adapter's limits (FMA rate, copy bandwidth, dispatch cost) ...")
+        limits = measure_limits(ctx)
+        report["limits"] = limits.as_dict()
     for cfg in configs:
         results = {m: {"config": cfg.name, "n": cfg.n, "width": cfg.width, "height": cfg.height,
                        "mode": m} for m in modes}
         if "gpu" in devices and ctx is not None:
             echo(f"{cfg.name}: GPU step ({', '.join(modes)}), N={cfg.n} {cfg.width}x{cfg.height} ...")
-            for m, g in bench_gpu(ctx, cfg, steps, warmup, stages, modes).items():
+            for m, g in bench_gpu(ctx, cfg, steps, warmup, stages, modes, limits).items():
                 results[m]["gpu"] = g
         if "cpu" in devices and cfg.n <= 50_000:
             for m in modes:

@@ -63,6 +63,12 @@ class RenderConfig:
     alpha_max: float = 0.99             # α clamp
     t_min: float = 1e-4                 # a pixel stops once its transmittance would drop below this
     tile_size: int = 16                 # pixels per tile side
+    # A (tile, splat) pair is kept when the splat's α ≥ alpha_min ellipse, q = dᵀ·conic·d ≤
+    # 2 ln(o / alpha_min), reaches the rectangle of the tile's pixel centres, tested with this
+    # relative margin (and as much absolute, in q): a pair left out then has α below alpha_min by a
+    # clear margin at every pixel of the tile, so float32 and float64 disagree only on pairs that
+    # composite nowhere (see reference.projection.tile_min_q).
+    tile_test_margin: float = 1e-3
 
     def __post_init__(self) -> None:
         check_mode(self.mode)
@@ -91,6 +97,7 @@ class RenderConfig:
             f"const ALPHA_MIN: f32 = {float(self.alpha_min)!r};",
             f"const ALPHA_MAX: f32 = {float(self.alpha_max)!r};",
             f"const T_MIN: f32 = {float(self.t_min)!r};",
+            f"const TILE_TEST_MARGIN: f32 = {float(self.tile_test_margin)!r};",
             f"const ANTIALIASED: bool = {str(self.antialiased).lower()};",
             f"const FILTER_3D_NEAR: f32 = {float(self.filter_3d_near)!r};",
             f"const FILTER_3D_MARGIN: f32 = {float(self.filter_3d_margin)!r};",

@@ -5,7 +5,7 @@
   global atomic per non-zero component per splat per round of ``batch`` splats per tile. The atomic
   is a hardware float atomic when the adapter has ``shader-float32-atomic`` and a compare-and-swap
   loop on ``atomic<u32>`` otherwise (``float_atomics=False`` forces it, for tests and DX12 parity).
-  Partial sums are reduced per subgroup first (``subgroupAdd``) where the adapter has subgroups,
+  Partial sums are reduced per subgroup first (an xor butterfly of subgroup shuffles) where the adapter has subgroups,
   otherwise through workgroup memory per thread (``subgroups=False`` forces it).
 - ``shaders/project_backward.wgsl``: one thread per Gaussian, chains ``grad2d`` to every stored
   parameter (into ``grads``, the flat layout of ``params``), zeroes ``grad2d`` for the next step and
@@ -105,7 +105,8 @@ class GpuBackward:
     def encode_project(self, cpass, *, stats: bool = True) -> None:
         if not self.num:
             return
-        cpass.set_pipeline(self._project.pipeline("project_backward", {"STATS": int(stats)}))
+        cpass.set_pipeline(self._project.pipeline("project_backward", {
+            "STATS": int(stats), **self.renderer.sh_constants}))
         cpass.set_bind_group(0, self.pool.bind_group(self._project, 0, {
             "rp": "render_params", "params": "params", "splats": "splats", "grad2d": "grad2d",
             "grads": "grads", "stats": "densify_stats", "filter3d": "filter3d"}))

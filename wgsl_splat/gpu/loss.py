@@ -22,9 +22,12 @@ Typical use inside a training step::
     loss.read_loss(slot)                   # only when wanted: one 16-byte read-back
 
 Pool buffers owned here: ``loss_params`` (uniform, one 256-byte slot per result slot, selected with
-a dynamic offset, rewritten only when the image size or λ change), ``loss_dmaps`` (``9*H*W``
-floats: ∂s/∂μ1, ∂s/∂e11, ∂s/∂e12 per channel, planar), ``loss_partials`` (one ``vec2`` per 16x16
-tile), ``loss_result`` (``history`` x 16 bytes) and the gradient buffer.
+a dynamic offset, rewritten only when the image size or λ change), the intermediates
+(tiled: ``loss_dmaps``, ``9*H*W`` floats: ∂s/∂μ1, ∂s/∂e11, ∂s/∂e12 per channel, planar; lines:
+``loss_vstats``/``loss_vxy``, the vertical window sums of the statistics, and ``loss_hback``, the
+horizontal sums of the d-maps, per pixel and channel), ``loss_partials`` (tiled: one ``vec2`` per
+16x16 tile; lines: one float per column and row of each channel), ``loss_result`` (``history`` x 16
+bytes) and the gradient buffer.
 """
 
 from __future__ import annotations
@@ -73,8 +76,8 @@ class GpuLoss:
     """Photometric loss and its image gradient on the device.
 
     ``variant="tiled"`` (GPUs; 2 dispatches): ``shaders/loss.wgsl``, 16x16 tiles with a 5-pixel
-    apron in workgroup memory. ``variant="lines"`` (CPU adapters; 4 dispatches):
-    ``shaders/loss_lines.wgsl``, one thread per image row / column sliding the window in registers.
+    apron in workgroup memory. ``variant="lines"`` (CPU adapters; 3 dispatches):
+    ``shaders/loss_lines.wgsl``, one thread per image column / row sliding the window in registers.
     Default: :func:`default_variant`. Both compute the same thing and are tested against the
     reference.
     """
@@ -104,9 +107,11 @@ class GpuLoss:
         else:
             self.module = self.lib.module("loss_lines", window_defines())
             self._pipelines = [self.module.pipeline(e) for e in (
-                "lines_h_stats", "lines_v_ssim", "lines_h_back", "lines_v_back")]
+                "lines_v_stats", "lines_h_ssim", "lines_v_grad")]
         self.n_params = f"{prefix}_params"
-        self.n_hbuf = f"{prefix}_hbuf"
+        self.n_vstats = f"{prefix}_vstats"
+        self.n_vxy = f"{prefix}_vxy"
+        self.n_hback = f"{prefix}_hback"
         self.n_dmaps = f"{prefix}_dmaps"
         self.n_partials = f"{prefix}_partials"
         self.n_result = f"{prefix}_result"
@@ -134,11 +139,13 @@ class GpuLoss:
             raise ValueError(f"image {width}x{height} too large")
         px = width * height
         self.width, self.height, self.tiles_x, self.tiles_y = width, height, tx, ty
-        self.pool.get(self.n_dmaps, 36 * px)
         if self.variant == "tiled":
+            self.pool.get(self.n_dmaps, 36 * px)
             self.pool.get(self.n_partials, 8 * tx * ty)
         else:
-            self.pool.get(self.n_hbuf, 60 * px)
+            self.pool.get(self.n_vstats, 48 * px)
+            self.pool.get(self.n_vxy, 12 * px)
+            self.pool.get(self.n_hback, 48 * px)
             self.pool.get(self.n_partials, 4 * 3 * (width + height))
         self.pool.get(grad, 12 * px)
         key = (width, height, self.lam)
@@ -191,11 +198,12 @@ class GpuLoss:
         else:
             bg = self.pool.bind_group(self.module, 0, {
                 "lp": (self.n_params, 0, self._params_bytes), "image": image,
-                "target_img": target, "hbuf": self.n_hbuf, "dmaps": self.n_dmaps,
-                "partials": self.n_partials, "grad": grad, "result": self.n_result})
+                "target_img": target, "vstats": self.n_vstats, "vxy": self.n_vxy,
+                "hback": self.n_hback, "partials": self.n_partials, "grad": grad,
+                "result": self.n_result})
             rows = (-(-3 * self.height // LINES_WG), 1)
             cols = (-(-3 * self.width // LINES_WG), 1)
-            grids = [rows, cols, rows, cols]
+            grids = [cols, rows, cols]
         cpass.set_bind_group(0, bg, [slot * SLOT])
         for pipe, grid in zip(self._pipelines, grids):
             cpass.set_pipeline(pipe)

@@ -124,6 +124,7 @@ class GpuRenderer:
         self.num = 0
         self.sh_coeffs = 1
         self.sh_degree = 0
+        self.active_sh_degree = 0
         self.offsets = (0, 0, 0, 0)
         self.capacity = 0
         self._initial_capacity = initial_capacity
@@ -256,7 +257,8 @@ class GpuRenderer:
         p["background"][:3] = background
         p["img"] = (camera.width, camera.height, self.tiles_x, self.tiles_y)
         deg = self.sh_degree if active_sh_degree is None else min(int(active_sh_degree), self.sh_degree)
-        p["model"] = (self.num, self.sh_coeffs, max(deg, 0), self.capacity)
+        self.active_sh_degree = max(deg, 0)
+        p["model"] = (self.num, self.sh_coeffs, self.active_sh_degree, self.capacity)
         p["offs"] = self.offsets
         p["grid"] = (0, 0, self.chunks, 0)
         n = max(self.num, 1)
@@ -302,8 +304,13 @@ class GpuRenderer:
         return stages if self.num else [("emit+scan", self._encode_emit),
                                         ("rasterize", self._encode_raster)]
 
+    @property
+    def sh_constants(self) -> dict[str, int]:
+        """The SH layout of the last prepared render as the pipeline constants of gaussian.wgsl."""
+        return {"SH_COEFFS": self.sh_coeffs, "SH_ACTIVE": self.active_sh_degree}
+
     def _encode_project(self, cpass) -> None:
-        cpass.set_pipeline(self._project.pipeline("project"))
+        cpass.set_pipeline(self._project.pipeline("project", self.sh_constants))
         cpass.set_bind_group(0, self.pool.bind_group(self._project, 0, {
             "rp": "render_params", "params": "params", "splats": "splats", "radii": "radii",
             "rects": "rects", "depth_keys": self.depth_sort.keys, "ids": self.depth_sort.vals,
@@ -322,7 +329,8 @@ class GpuRenderer:
             emit_bg = pool.bind_group(self._emit, 0, {"rp": "render_params", "rects": "rects",
                                                       "sorted_ids": sorted_ids,
                                                       "table": "emit_table",
-                                                      "isect_ids": "isect_ids"})
+                                                      "isect_ids": "isect_ids",
+                                                      "splats": "splats"})
             cpass.set_bind_group(0, emit_bg)
             cpass.set_pipeline(self._emit.pipeline("emit_count"))
             cpass.dispatch_workgroups(*grid_2d(-(-self.chunks // 64)))

@@ -97,6 +97,51 @@ def tile_extent(cov_xx, cov_yy, opacity, radius) -> np.ndarray:
     return np.minimum(ext, np.asarray(radius)[:, None])
 
 
+def tile_min_q(means2d, conics, tx, ty, width: int, height: int, tile: int) -> np.ndarray:
+    """The least ``q = dᵀ·conic·d`` (d = point − mean) over the rectangle spanned by the pixel
+    centres of tile (tx, ty) inside the image, per (splat, tile) pair (arrays broadcast together).
+
+    q is convex, so its minimum over the rectangle is 0 when the mean is inside, else on an edge
+    facing the mean: on the vertical line x = clamp(μx) the best dy is -b·dx/c clamped to the
+    rectangle, on the horizontal line y = clamp(μy) the best dx is -b·dy/a clamped; the smaller of
+    the two is the minimum (the segment from the mean to any point of the rectangle crosses one of
+    those two edges, where q is smaller still). Shared by the emission of both paths through
+    :func:`tile_pairs_kept` (``emit.wgsl`` evaluates the same expressions in float32)."""
+    mx, my = means2d[..., 0], means2d[..., 1]
+    a, b, c = conics[..., 0], conics[..., 1], conics[..., 2]
+    x0 = tx * tile + 0.5
+    y0 = ty * tile + 0.5
+    x1 = np.minimum(x0 + (tile - 1), width - 0.5)
+    y1 = np.minimum(y0 + (tile - 1), height - 0.5)
+    dx = np.clip(mx, x0, x1) - mx
+    dy1 = np.clip(my - b * dx / c, y0, y1) - my
+    dy = np.clip(my, y0, y1) - my
+    dx2 = np.clip(mx - b * dy / a, x0, x1) - mx
+    q1 = a * dx * dx + 2.0 * b * dx * dy1 + c * dy1 * dy1
+    q2 = a * dx2 * dx2 + 2.0 * b * dx2 * dy + c * dy * dy
+    return np.minimum(q1, q2)
+
+
+def tile_q_bound(opacities, config: RenderConfig = CLASSIC) -> np.ndarray:
+    """The largest q at which α = o·exp(-q/2) reaches ``alpha_min``, widened by the tile test's
+    margin: ``2 ln(o / alpha_min)·(1 + m) + m``."""
+    m = config.tile_test_margin
+    return 2.0 * np.log(np.maximum(opacities, 1e-30) / config.alpha_min) * (1.0 + m) + m
+
+
+def tile_pairs_kept(proj: "Projection", gid: np.ndarray, tx: np.ndarray, ty: np.ndarray
+                    ) -> np.ndarray:
+    """Which (Gaussian, tile) pairs of the tile rectangles rasterisation gets: those whose α ≥
+    alpha_min ellipse reaches the tile (:func:`tile_min_q` ≤ :func:`tile_q_bound`), not every tile
+    of the bounding rectangle — at initialisation a fifth of the rectangles' tiles hold no pixel
+    the splat composites onto, and more for elongated splats."""
+    if len(gid) == 0:
+        return np.zeros(0, bool)
+    q = tile_min_q(proj.means2d[gid], proj.conics[gid], tx, ty, proj.width, proj.height,
+                   proj.config.tile_size)
+    return q <= tile_q_bound(proj.opacities[gid], proj.config)
+
+
 def filter_3d_scales(scales: np.ndarray, filter_3d: np.ndarray | None):
     """3D smoothing filter: the scales of Σ + f²I, ``sqrt(s² + f²)`` (N,3), and the opacity factor
     ``Π s / sqrt(s² + f²) = sqrt(det Σ / det(Σ + f²I))`` (N,); no filter: ``(scales, 1)``."""

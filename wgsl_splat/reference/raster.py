@@ -13,7 +13,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .projection import Projection
+from .projection import Projection, tile_pairs_kept
 
 
 @dataclass
@@ -46,7 +46,8 @@ class RasterResult:
 
 
 def bin_and_sort(proj: Projection) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """Intersections (tile, Gaussian) sorted by (tile id, depth, Gaussian index), and tile ranges."""
+    """Intersections (tile, Gaussian) sorted by (tile id, depth, Gaussian index), and tile ranges:
+    the tiles of each visible Gaussian's rectangle that its α ellipse reaches (tile_pairs_kept)."""
     vis = np.flatnonzero(proj.visible)
     rect = proj.tile_rect[vis]
     w = rect[:, 2] - rect[:, 0]
@@ -57,6 +58,8 @@ def bin_and_sort(proj: Projection) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     wr = np.repeat(w, counts)
     tx = np.repeat(rect[:, 0], counts) + local % np.maximum(wr, 1)
     ty = np.repeat(rect[:, 1], counts) + local // np.maximum(wr, 1)
+    keep = tile_pairs_kept(proj, gid, tx, ty)
+    gid, tx, ty = gid[keep], tx[keep], ty[keep]
     tile = ty * proj.tiles_x + tx
     order = np.lexsort((gid, proj.depths[gid], tile))
     tile, gid = tile[order], gid[order]
@@ -186,6 +189,8 @@ def rasterize_image(proj: Projection, background, depth_chunk: int = 1024) -> np
         gid = np.repeat(row, counts)
         tx = np.repeat(rect[row, 0], counts) + np.arange(len(gid)) - np.repeat(
             np.cumsum(counts) - counts, counts)
+        keep = tile_pairs_kept(proj, gid, tx, np.full(len(gid), ty))
+        gid, tx = gid[keep], tx[keep]
         order = np.lexsort((gid, proj.depths[gid], tx))
         tx, gid = tx[order], gid[order]
         bounds = np.searchsorted(tx, np.arange(proj.tiles_x + 1))
