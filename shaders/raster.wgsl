@@ -1,11 +1,12 @@
 // Stage 6: tiled front-to-back rasterisation.
 //
 // One workgroup per 16x16 tile (dispatch tiles_x x tiles_y). Thread (x, y) of the workgroup owns
-// ROWS pixels of column x (rows y, y + 16/ROWS, ...) and evaluates each splat for all of them with
-// branch-free vec4 math: the splat's workgroup-memory load is shared by ROWS evaluations. ROWS is
-// 4 on GPUs (64 threads per tile) and 16 on CPU adapters such as lavapipe (16 threads per tile),
-// where a workgroup-memory load costs far more than the arithmetic (measured: one pixel per thread
-// was 8x slower, four pixels per thread 2x slower than sixteen).
+// ROWS pixels of each of its COLS columns (raster_tile.wgsl) and evaluates each splat for all of
+// them with branch-free vec4 math: the splat's workgroup-memory load is shared by ROWS x COLS
+// evaluations. ROWS = 4, COLS = 1 on GPUs (64 threads per tile); ROWS = 16, COLS = 2 on CPU
+// adapters such as lavapipe (8 threads per tile), where a workgroup-memory load costs far more
+// than the arithmetic (measured: one pixel per thread was 8x slower, four pixels per thread 2x
+// slower than sixteen).
 //
 // The tile's range in the sorted intersection list comes from scan.wgsl (ranges[tile]). Splats
 // are loaded in batches of BATCH into workgroup memory (3 x 16 B per splat); the workgroup stops
@@ -94,7 +95,49 @@ fn store_group(p: PixelGroup, px: u32, width: u32, bg: vec3<f32>) {
     }
 }
 
-@compute @workgroup_size(16, {{THREADS_Y}})
+// Composite the staged splat onto every pixel group of one column (dx: the column's offset from
+// the splat's mean); returns whether all of the column's pixels are done.
+fn splat_column(g0: ptr<function, PixelGroup>, g1: ptr<function, PixelGroup>,
+                g2: ptr<function, PixelGroup>, g3: ptr<function, PixelGroup>,
+                g: vec4<f32>, oc: vec4<f32>, col: vec4<f32>, dx: f32, pos: u32) -> bool {
+    splat_group(g0, g, oc, col, dx, pos);
+    var all_done = all((*g0).done);
+    if (GROUPS > 1u) {
+        splat_group(g1, g, oc, col, dx, pos);
+        all_done = all_done && all((*g1).done);
+    }
+    if (GROUPS > 2u) {
+        splat_group(g2, g, oc, col, dx, pos);
+        splat_group(g3, g, oc, col, dx, pos);
+        all_done = all_done && all((*g2).done) && all((*g3).done);
+    }
+    return all_done;
+}
+
+fn column_done(g0: PixelGroup, g1: PixelGroup, g2: PixelGroup, g3: PixelGroup) -> bool {
+    var d = all(g0.done);
+    if (GROUPS > 1u) {
+        d = d && all(g1.done);
+    }
+    if (GROUPS > 2u) {
+        d = d && all(g2.done) && all(g3.done);
+    }
+    return d;
+}
+
+fn store_column(g0: PixelGroup, g1: PixelGroup, g2: PixelGroup, g3: PixelGroup, px: u32,
+                width: u32, bg: vec3<f32>) {
+    store_group(g0, px, width, bg);
+    if (GROUPS > 1u) {
+        store_group(g1, px, width, bg);
+    }
+    if (GROUPS > 2u) {
+        store_group(g2, px, width, bg);
+        store_group(g3, px, width, bg);
+    }
+}
+
+@compute @workgroup_size({{THREADS_X}}, {{THREADS_Y}})
 fn rasterize(@builtin(local_invocation_id) lid: vec3<u32>,
              @builtin(local_invocation_index) li: u32,
              @builtin(workgroup_id) wid: vec3<u32>) {
@@ -107,22 +150,38 @@ fn rasterize(@builtin(local_invocation_id) lid: vec3<u32>,
     }
     let range = workgroupUniformLoad(&s_range);
 
-    let px = wid.x * TILE_SIZE + lid.x;
-    let fx = f32(px) + 0.5;
-    // GROUPS (1, 2 or 4) pixel groups; the unused ones are never touched.
-    var p0 = init_group(wid.y, lid.y, 0u, px, width, height);
-    var p1: PixelGroup;
-    var p2: PixelGroup;
-    var p3: PixelGroup;
-    var thread_done = all(p0.done);
+    // Pixel groups: a0..a3 of the first column, b0..b3 of the second (COLS = 2); the ones beyond
+    // GROUPS and COLS are never touched.
+    let px_a = tile_column(wid.x, lid.x, 0u);
+    let px_b = tile_column(wid.x, lid.x, 1u);
+    let fx_a = f32(px_a) + 0.5;
+    let fx_b = f32(px_b) + 0.5;
+    var a0 = init_group(wid.y, lid.y, 0u, px_a, width, height);
+    var a1: PixelGroup;
+    var a2: PixelGroup;
+    var a3: PixelGroup;
+    var b0: PixelGroup;
+    var b1: PixelGroup;
+    var b2: PixelGroup;
+    var b3: PixelGroup;
     if (GROUPS > 1u) {
-        p1 = init_group(wid.y, lid.y, 1u, px, width, height);
-        thread_done = thread_done && all(p1.done);
+        a1 = init_group(wid.y, lid.y, 1u, px_a, width, height);
     }
     if (GROUPS > 2u) {
-        p2 = init_group(wid.y, lid.y, 2u, px, width, height);
-        p3 = init_group(wid.y, lid.y, 3u, px, width, height);
-        thread_done = thread_done && all(p2.done) && all(p3.done);
+        a2 = init_group(wid.y, lid.y, 2u, px_a, width, height);
+        a3 = init_group(wid.y, lid.y, 3u, px_a, width, height);
+    }
+    var thread_done = column_done(a0, a1, a2, a3);
+    if (COLS > 1u) {
+        b0 = init_group(wid.y, lid.y, 0u, px_b, width, height);
+        if (GROUPS > 1u) {
+            b1 = init_group(wid.y, lid.y, 1u, px_b, width, height);
+        }
+        if (GROUPS > 2u) {
+            b2 = init_group(wid.y, lid.y, 2u, px_b, width, height);
+            b3 = init_group(wid.y, lid.y, 3u, px_b, width, height);
+        }
+        thread_done = thread_done && column_done(b0, b1, b2, b3);
     }
     if (thread_done) {
         atomicAdd(&s_done, 1u);
@@ -151,18 +210,11 @@ fn rasterize(@builtin(local_invocation_id) lid: vec3<u32>,
                 let g = s_geo[k];
                 let oc = s_opc[k];
                 let col = s_col[k];
-                let dx = fx - g.x;
                 let pos = b * BATCH + k + 1u;
-                splat_group(&p0, g, oc, col, dx, pos);
-                var all_done = all(p0.done);
-                if (GROUPS > 1u) {
-                    splat_group(&p1, g, oc, col, dx, pos);
-                    all_done = all_done && all(p1.done);
-                }
-                if (GROUPS > 2u) {
-                    splat_group(&p2, g, oc, col, dx, pos);
-                    splat_group(&p3, g, oc, col, dx, pos);
-                    all_done = all_done && all(p2.done) && all(p3.done);
+                var all_done = splat_column(&a0, &a1, &a2, &a3, g, oc, col, fx_a - g.x, pos);
+                if (COLS > 1u) {
+                    all_done = splat_column(&b0, &b1, &b2, &b3, g, oc, col, fx_b - g.x, pos)
+                               && all_done;
                 }
                 if (all_done) {
                     thread_done = true;
@@ -175,12 +227,8 @@ fn rasterize(@builtin(local_invocation_id) lid: vec3<u32>,
         }
     }
     let bg = rp.background.xyz;
-    store_group(p0, px, width, bg);
-    if (GROUPS > 1u) {
-        store_group(p1, px, width, bg);
-    }
-    if (GROUPS > 2u) {
-        store_group(p2, px, width, bg);
-        store_group(p3, px, width, bg);
+    store_column(a0, a1, a2, a3, px_a, width, bg);
+    if (COLS > 1u) {
+        store_column(b0, b1, b2, b3, px_b, width, bg);
     }
 }

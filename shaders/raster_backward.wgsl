@@ -1,7 +1,8 @@
 // Stage 8: rasterisation backward. Math: wgsl_splat/reference/raster.py (rasterize_backward).
 //
-// One workgroup per 16x16 tile, laid out as the forward pass (raster.wgsl): thread (x, y) owns ROWS
-// pixels of column x and evaluates each splat for all of them with vec4 math. Each pixel walks the
+// One workgroup per 16x16 tile, laid out as the forward pass (raster.wgsl, raster_tile.wgsl): thread
+// (x, y) owns ROWS pixels of each of its COLS columns and evaluates each splat for all of them with
+// vec4 math. Each pixel walks the
 // splats it composited back to front, starting from the forward pass's final transmittance and
 // last-contributor index, and keeps two scalars: T (transmittance after the current splat,
 // recovered with T_before = T_after / (1 - α)) and the colour behind it, already dotted with
@@ -12,7 +13,7 @@
 //   α = o·G, G = exp(power): dL/do = dL/dα G, dL/dpower = dL/dα α, then conic and 2D mean.
 //
 // Reduction: a round handles BATCH splats (loaded into workgroup memory). Every thread sums its
-// ROWS pixels' contributions per splat in registers; then either every thread
+// ROWS x COLS pixels' contributions per splat in registers; then either every thread
 // (partials_workgroup.wgsl) or every subgroup after an in-register sum (partials_subgroup.wgsl) stores
 // 3 vec4 partials per splat in workgroup memory; after one barrier the threads sum those partials
 // in a fixed slot order and issue one global atomic per non-zero gradient component per splat per
@@ -77,10 +78,10 @@ struct SplatSums {
     sb: vec4<f32>,
 }
 
-fn load_group(tile_y: u32, lid: vec3<u32>, gi: u32, px: u32, width: u32, height: u32,
+fn load_group(tile_y: u32, lid_y: u32, gi: u32, px: u32, width: u32, height: u32,
               bg: vec3<f32>) -> PixelGroup {
     var p: PixelGroup;
-    let pys = group_rows(tile_y, lid.y, gi);
+    let pys = group_rows(tile_y, lid_y, gi);
     p.fy = vec4<f32>(pys) + vec4<f32>(0.5);
     p.last = vec4<u32>(0u);
     p.t = vec4<f32>(1.0);
@@ -139,7 +140,56 @@ fn splat_group(p: ptr<function, PixelGroup>, acc: ptr<function, SplatSums>, g: v
     }
 }
 
-@compute @workgroup_size(16, {{THREADS_Y}})
+fn load_column(tile_y: u32, lid_y: u32, px: u32, width: u32, height: u32, bg: vec3<f32>,
+               g0: ptr<function, PixelGroup>, g1: ptr<function, PixelGroup>,
+               g2: ptr<function, PixelGroup>, g3: ptr<function, PixelGroup>) -> u32 {
+    *g0 = load_group(tile_y, lid_y, 0u, px, width, height, bg);
+    var last = (*g0).last_max;
+    if (GROUPS > 1u) {
+        *g1 = load_group(tile_y, lid_y, 1u, px, width, height, bg);
+        last = max(last, (*g1).last_max);
+    }
+    if (GROUPS > 2u) {
+        *g2 = load_group(tile_y, lid_y, 2u, px, width, height, bg);
+        *g3 = load_group(tile_y, lid_y, 3u, px, width, height, bg);
+        last = max(last, max((*g2).last_max, (*g3).last_max));
+    }
+    return last;
+}
+
+// One splat over every pixel group of one column (dx: the column's offset from the splat's mean):
+// the column's contributions to the splat's 2D-mean, opacity, conic and colour gradients, as three
+// vec4 (mean x, y, opacity, -), (conic a, b, c, -), (r, g, b, -).
+struct SplatGrad {
+    m: vec4<f32>,
+    c: vec4<f32>,
+    rgb: vec4<f32>,
+}
+
+fn splat_column(g0: ptr<function, PixelGroup>, g1: ptr<function, PixelGroup>,
+                g2: ptr<function, PixelGroup>, g3: ptr<function, PixelGroup>,
+                g: vec4<f32>, oc: vec4<f32>, col: vec4<f32>, dx: f32, pos: u32) -> SplatGrad {
+    let z = vec4<f32>(0.0);
+    var acc = SplatSums(z, z, z, z, z, z, z);
+    splat_group(g0, &acc, g, oc, col, dx, pos);
+    if (GROUPS > 1u) {
+        splat_group(g1, &acc, g, oc, col, dx, pos);
+    }
+    if (GROUPS > 2u) {
+        splat_group(g2, &acc, g, oc, col, dx, pos);
+        splat_group(g3, &acc, g, oc, col, dx, pos);
+    }
+    let one = vec4<f32>(1.0);
+    let p0s = dot(acc.sp, one);
+    let p1s = dot(acc.sdp, one);
+    // power = -½(a dx² + c dy²) - b dx dy, dx = px - mean.x: dpower/dmean.x = a dx + b dy.
+    return SplatGrad(
+        vec4<f32>(g.z * dx * p0s + g.w * p1s, g.w * dx * p0s + oc.x * p1s, dot(acc.so, one), 0.0),
+        vec4<f32>(-0.5 * dx * dx * p0s, -dx * p1s, -0.5 * dot(acc.sddp, one), 0.0),
+        vec4<f32>(dot(acc.sr, one), dot(acc.sg, one), dot(acc.sb, one), 0.0));
+}
+
+@compute @workgroup_size({{THREADS_X}}, {{THREADS_Y}})
 fn rasterize_backward(@builtin(local_invocation_id) lid: vec3<u32>,
                       @builtin(local_invocation_index) li: u32,
                       @builtin(workgroup_id) wid: vec3<u32>) {
@@ -157,23 +207,24 @@ fn rasterize_backward(@builtin(local_invocation_id) lid: vec3<u32>,
     let lanes = partial_lanes();
     let range_start = s_range.x;
 
-    let px = wid.x * TILE_SIZE + lid.x;
-    let fx = f32(px) + 0.5;
     let bg = rp.background.xyz;
-    // GROUPS (1, 2 or 4) pixel groups; the unused ones are never touched.
-    var p0 = load_group(wid.y, lid, 0u, px, width, height, bg);
-    var p1: PixelGroup;
-    var p2: PixelGroup;
-    var p3: PixelGroup;
-    var my_last = p0.last_max;
-    if (GROUPS > 1u) {
-        p1 = load_group(wid.y, lid, 1u, px, width, height, bg);
-        my_last = max(my_last, p1.last_max);
-    }
-    if (GROUPS > 2u) {
-        p2 = load_group(wid.y, lid, 2u, px, width, height, bg);
-        p3 = load_group(wid.y, lid, 3u, px, width, height, bg);
-        my_last = max(my_last, max(p2.last_max, p3.last_max));
+    // Pixel groups: a0..a3 of the first column, b0..b3 of the second (COLS = 2); the ones beyond
+    // GROUPS and COLS are never touched.
+    let px_a = tile_column(wid.x, lid.x, 0u);
+    let px_b = tile_column(wid.x, lid.x, 1u);
+    let fx_a = f32(px_a) + 0.5;
+    let fx_b = f32(px_b) + 0.5;
+    var a0: PixelGroup;
+    var a1: PixelGroup;
+    var a2: PixelGroup;
+    var a3: PixelGroup;
+    var b0: PixelGroup;
+    var b1: PixelGroup;
+    var b2: PixelGroup;
+    var b3: PixelGroup;
+    var my_last = load_column(wid.y, lid.y, px_a, width, height, bg, &a0, &a1, &a2, &a3);
+    if (COLS > 1u) {
+        my_last = max(my_last, load_column(wid.y, lid.y, px_b, width, height, bg, &b0, &b1, &b2, &b3));
     }
     atomicMax(&s_maxlast, my_last);
     workgroupBarrier();
@@ -201,29 +252,20 @@ fn rasterize_backward(@builtin(local_invocation_id) lid: vec3<u32>,
             var acc_m = vec4<f32>(0.0);               // mean2d x, y, opacity
             var acc_c = vec4<f32>(0.0);               // conic a, b, c
             var acc_rgb = vec4<f32>(0.0);
-            let g = s_geo[k];
-            let oc = s_opc[k];
-            let dx = fx - g.x;
             if (pos <= my_last) {
+                let g = s_geo[k];
+                let oc = s_opc[k];
                 let col = s_col[k];
-                let z = vec4<f32>(0.0);
-                var acc = SplatSums(z, z, z, z, z, z, z);
-                splat_group(&p0, &acc, g, oc, col, dx, pos);
-                if (GROUPS > 1u) {
-                    splat_group(&p1, &acc, g, oc, col, dx, pos);
+                let ga = splat_column(&a0, &a1, &a2, &a3, g, oc, col, fx_a - g.x, pos);
+                acc_m = ga.m;
+                acc_c = ga.c;
+                acc_rgb = ga.rgb;
+                if (COLS > 1u) {
+                    let gb = splat_column(&b0, &b1, &b2, &b3, g, oc, col, fx_b - g.x, pos);
+                    acc_m = acc_m + gb.m;
+                    acc_c = acc_c + gb.c;
+                    acc_rgb = acc_rgb + gb.rgb;
                 }
-                if (GROUPS > 2u) {
-                    splat_group(&p2, &acc, g, oc, col, dx, pos);
-                    splat_group(&p3, &acc, g, oc, col, dx, pos);
-                }
-                let one = vec4<f32>(1.0);
-                let p0s = dot(acc.sp, one);
-                let p1s = dot(acc.sdp, one);
-                // power = -½(a dx² + c dy²) - b dx dy, dx = px - mean.x: dpower/dmean.x = a dx + b dy.
-                acc_m = vec4<f32>(g.z * dx * p0s + g.w * p1s, g.w * dx * p0s + oc.x * p1s,
-                                  dot(acc.so, one), 0.0);
-                acc_c = vec4<f32>(-0.5 * dx * dx * p0s, -dx * p1s, -0.5 * dot(acc.sddp, one), 0.0);
-                acc_rgb = vec4<f32>(dot(acc.sr, one), dot(acc.sg, one), dot(acc.sb, one), 0.0);
             }
             let sum_m = partial_sum(acc_m, lanes);
             let sum_c = partial_sum(acc_c, lanes);

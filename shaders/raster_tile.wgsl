@@ -1,12 +1,19 @@
 // The tile layout shared by rasterisation (raster.wgsl) and its backward pass
-// (raster_backward.wgsl). One workgroup per 16x16 tile, 16 x THREADS_Y threads: thread (x, y)
-// owns ROWS pixels of column x as GROUPS vec4 groups (rows from group_rows). The splats of the
-// current batch are staged in workgroup memory, 3 x 16 bytes each.
+// (raster_backward.wgsl). One workgroup per 16x16 tile, THREADS_X x THREADS_Y threads: thread
+// (x, y) owns ROWS pixels of each of its COLS columns (x, x + THREADS_X; tile_column) as GROUPS
+// vec4 groups per column (rows from group_rows). The splats of the current batch are staged in
+// workgroup memory, 3 x 16 bytes each.
+//
+// COLS = 2 on CPU adapters: lavapipe pays per SIMD row of 8 lanes and per splat for the staged
+// splat's loads and the per-splat sums of the backward pass, so one row of 8 threads doing two
+// columns each does that work once per splat instead of twice.
 
-const ROWS: u32 = {{ROWS}}u;                  // pixels per thread: 4, 8 or 16
-const GROUPS: u32 = ROWS / 4u;                // vec4 groups of pixels per thread
+const ROWS: u32 = {{ROWS}}u;                  // pixels per thread and column: 4, 8 or 16
+const COLS: u32 = {{COLS}}u;                  // columns per thread: 1 or 2
+const GROUPS: u32 = ROWS / 4u;                // vec4 groups of pixels per column
+const THREADS_X: u32 = TILE_SIZE / COLS;
 const THREADS_Y: u32 = TILE_SIZE / ROWS;
-const THREADS: u32 = TILE_SIZE * THREADS_Y;
+const THREADS: u32 = THREADS_X * THREADS_Y;
 const BATCH: u32 = {{BATCH}}u;                // splats staged at a time
 
 var<workgroup> s_geo: array<vec4<f32>, BATCH>;   // x, y, conic a, conic b
@@ -18,6 +25,11 @@ fn stage_splat(j: u32, s: Splat2D) {
     s_geo[j] = vec4<f32>(s.xy, s.conic.x, s.conic.y);
     s_opc[j] = vec4<f32>(s.conic.z, s.opacity, 0.0, 0.0);
     s_col[j] = vec4<f32>(s.color, 0.0);
+}
+
+// Pixel column c (< COLS) of the thread in thread column lid_x of tile column tile_x.
+fn tile_column(tile_x: u32, lid_x: u32, c: u32) -> u32 {
+    return tile_x * TILE_SIZE + lid_x + THREADS_X * c;
 }
 
 // Pixel rows of vec4 group gi of the thread in thread row lid_y: lid_y + THREADS_Y * (4 gi + j),

@@ -119,21 +119,25 @@ def test_all_pipelines_compile(gpu_ctx):
                           "scan": ["scan_counts"], "sort": ["sort_local", "sort_merge"]}.items():
         for e in entries:
             lib.pipeline(name, e)
-    for rows in (4, 8, 16):   # every raster variant compiles
+    layouts = [(4, 1), (8, 1), (16, 1), (16, 2)]   # (rows, columns) per raster thread
+    for rows, cols in layouts:   # every raster variant compiles
         for skip in ("true", "false"):
-            lib.pipeline("raster", "rasterize", defines={"ROWS": rows, "THREADS_Y": 16 // rows,
-                                                         "BATCH": 256, "SKIP": skip})
+            lib.pipeline("raster", "rasterize", defines={
+                "ROWS": rows, "COLS": cols, "THREADS_X": 16 // cols, "THREADS_Y": 16 // rows,
+                "BATCH": 256, "SKIP": skip})
     for atomics in ("atomic_float.wgsl", "atomic_cas.wgsl"):   # every backward variant compiles
         for partials in ("partials_subgroup.wgsl", "partials_workgroup.wgsl"):
-            for rows, batch in ((4, 4), (8, 8), (16, 16)):
+            for rows, cols in layouts:
+                threads = (16 // cols) * (16 // rows)
                 lib.pipeline("raster_backward", "rasterize_backward", defines={
-                    "ROWS": rows, "THREADS_Y": 16 // rows, "BATCH": batch, "ATOMICS": atomics,
+                    "ROWS": rows, "COLS": cols, "THREADS_X": 16 // cols, "THREADS_Y": 16 // rows,
+                    "BATCH": min(threads, 12288 // (48 * threads)), "ATOMICS": atomics,
                     "PARTIALS": partials})
     lib.pipeline("project_backward", "project_backward")
     lib.pipeline("adam", "adam_step")
     from wgsl_splat.gpu.loss import window_defines
     lib.pipeline("loss", "ssim_forward", defines=window_defines())
     lib.pipeline("loss_lines", "lines_h_ssim", defines=window_defines())
-    assert lib.pipelines_created == 12 + 12 + 4
+    assert lib.pipelines_created == 6 + 8 + 16 + 4
     assert {p.name for p in SHADER_DIR.iterdir()} >= {"common.wgsl", "raster.wgsl"}
     assert runtime.convert_wgpu_error(ValueError("x"), "y") is None

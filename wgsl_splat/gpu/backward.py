@@ -55,12 +55,15 @@ class GpuBackward:
         rows = rows or renderer.raster_rows
         if rows not in (4, 8, 16):
             raise ValueError("rows must be 4, 8 or 16")
-        threads = 16 * (16 // rows)
+        cols = renderer.raster_cols if rows == renderer.raster_rows else 1
+        threads = (16 // cols) * (16 // rows)
         self.rows = rows
+        self.cols = cols
         self.batch = min(threads, PARTIALS_BYTES // (48 * threads))
         config = renderer.config
         self._raster = lib.module("raster_backward", {
-            "ROWS": rows, "THREADS_Y": 16 // rows, "BATCH": self.batch,
+            "ROWS": rows, "COLS": cols, "THREADS_X": 16 // cols, "THREADS_Y": 16 // rows,
+            "BATCH": self.batch,
             "ATOMICS": "atomic_float.wgsl" if self.float_atomics else "atomic_cas.wgsl",
             "PARTIALS": "partials_subgroup.wgsl" if self.subgroups else "partials_workgroup.wgsl"},
             config=config)

@@ -97,7 +97,7 @@ class GpuRenderer:
                  lib: ShaderLibrary | None = None, threads: int | None = None,
                  initial_capacity: int | None = None, raster_rows: int | None = None,
                  parallel_scan: bool | None = None, raster_skip: bool | None = None,
-                 config: RenderConfig | None = None) -> None:
+                 raster_cols: int | None = None, config: RenderConfig | None = None) -> None:
         self.ctx = ctx
         self.config = config or CLASSIC
         # (opacity, scale) weights of the loss's regularisers, whose gradients the training step's
@@ -147,11 +147,18 @@ class GpuRenderer:
         if rows not in (4, 8, 16):
             raise ValueError("raster_rows must be 4, 8 or 16")
         self.raster_rows = rows
+        # Pixel columns per raster thread: 2 with the CPU layout (8 threads, one SIMD row of
+        # lavapipe per tile: the per-splat loads and sums are paid once per row), else 1.
+        cols = raster_cols or (2 if ctx.adapter_type == "CPU" and rows == 16 else 1)
+        if cols not in (1, 2):
+            raise ValueError("raster_cols must be 1 or 2")
+        self.raster_cols = cols
         # Branch around a vec4 pixel group that the splat does not touch: worth it on GPUs; on a CPU
         # adapter the lanes pay for the mask bookkeeping instead (branch-free measured 2-15 %
         # faster on lavapipe, docs/benchmarks.md).
         self.raster_skip = (not cpu) if raster_skip is None else bool(raster_skip)
         self._raster = self.lib.module("raster", {"BATCH": self.RASTER_BATCH, "ROWS": rows,
+                                                  "COLS": cols, "THREADS_X": 16 // cols,
                                                   "THREADS_Y": 16 // rows,
                                                   "SKIP": str(self.raster_skip).lower()},
                                        config=self.config)

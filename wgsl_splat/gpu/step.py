@@ -68,6 +68,7 @@ class GpuTrainStep(TrainStep):
                  float_atomics: bool | None = None,
                  subgroups: bool | None = None,
                  loss_variant: str | None = None, raster_rows: int | None = None,
+                 raster_cols: int | None = None,
                  threads: int | None = None, parallel_scan: bool | None = None,
                  history: int = HISTORY,
                  target_cache_bytes: int = TARGET_CACHE_BYTES,
@@ -85,7 +86,7 @@ class GpuTrainStep(TrainStep):
         # raster_rows, threads, parallel_scan, loss_variant: the layout knobs, chosen per adapter type by default
         # (CPU adapters like lavapipe want few long threads); tests force the other layout.
         self.renderer = GpuRenderer(ctx, pool=self.pool, lib=self.lib, raster_rows=raster_rows,
-                                    threads=threads, parallel_scan=parallel_scan,
+                                    raster_cols=raster_cols, threads=threads, parallel_scan=parallel_scan,
                                     config=self.render_config)
         self.renderer.regularizers = (regularizers.opacity, regularizers.scale)
         self.filter = Filter3D(self.renderer) if self.render_config.antialiased else None
