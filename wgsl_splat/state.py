@@ -61,6 +61,17 @@ class HostArrays:
         return HostArrays(model, AdamState.zeros_for(model),
                           {k: np.zeros(len(model), np.float32) for k in stat_names})
 
+    @staticmethod
+    def of(model: "GaussianModel | HostArrays", adam: AdamState | None = None) -> "HostArrays":
+        """What a step is built from: the whole state as it is, or a model (float32) with ``adam``
+        or fresh moments and ADC's statistics."""
+        if isinstance(model, HostArrays):
+            return model
+        arrays = HostArrays.fresh(model.astype(np.float32), ADC_STATS)
+        if adam is not None:
+            arrays.adam = adam
+        return arrays
+
 
 @dataclass
 class RowTable:

@@ -74,12 +74,7 @@ class GpuTrainStep(TrainStep):
                  target_cache_bytes: int = TARGET_CACHE_BYTES,
                  render_config: RenderConfig | None = None) -> None:
         super().__init__(config, background, lambda_dssim, regularizers, render_config)
-        if isinstance(model, HostArrays):
-            arrays = model
-        else:
-            arrays = HostArrays.fresh(model.astype(np.float32), ADC_STATS)
-            if adam is not None:
-                arrays.adam = adam
+        arrays = HostArrays.of(model, adam)
         self.ctx = ctx
         self.pool = BufferPool(ctx)
         self.lib = ShaderLibrary(ctx)

@@ -7,7 +7,7 @@ import numpy as np
 from ..model import GaussianModel
 from ..optim import AdamState, OptimConfig, adam_step
 from ..render_config import RenderConfig
-from ..state import ADC_STATS, HostArrays
+from ..state import HostArrays
 from ..step import DEFAULT_LAMBDA_DSSIM, Regularizers, StepResult, TrainStep, ndc_grad_norm
 from . import rows
 from .state import HostState
@@ -24,12 +24,7 @@ class CpuTrainStep(TrainStep):
         """``model``: the parameters (fresh moments, or ``adam``, and ADC's statistics), or the
         whole state as :class:`~wgsl_splat.state.HostArrays` (what the trainer passes)."""
         super().__init__(config, background, lambda_dssim, regularizers, render_config)
-        if isinstance(model, HostArrays):
-            arrays = model
-        else:
-            arrays = HostArrays.fresh(model.astype(np.float32), ADC_STATS)
-            if adam is not None:
-                arrays.adam = adam
+        arrays = HostArrays.of(model, adam)
         self._state = HostState(arrays)
         self.last = StepResult(float("nan"))
         self._losses: list[float] = []
