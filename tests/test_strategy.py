@@ -4,6 +4,7 @@ end with resume, and the bad-input cases."""
 
 from __future__ import annotations
 
+import json
 import math
 
 import numpy as np
@@ -111,6 +112,38 @@ def test_adc_room_keeps_the_strongest(rng):
     out, report = rows.densify_adc(a, rnd)
     assert report.capped and report.cloned == 50 and len(out) == 350
     np.testing.assert_array_equal(out.model.means[300:], a.model.means[250:])   # the strongest 50
+
+
+def test_adc_grows_no_further_than_the_views_observe(tmp_path):
+    from wgsl_splat.strategy import ADC, ADCConfig, StrategyContext
+    from wgsl_splat.trainer import params_per_gaussian
+
+    assert params_per_gaussian(3) == 59 and params_per_gaussian(0) == 14
+    obs = 3 * 28 * 192 * 192                       # the embedded scene's training views
+    ctx = StrategyContext(1.0, False, 0, observations=obs, params_per_gaussian=59)
+    assert ADC(ADCConfig(), ctx).cap == obs // 59 == 52484
+    assert ADC(ADCConfig(max_params_per_observation=0.5), ctx).cap == obs // 118
+    assert ADC(ADCConfig(max_params_per_observation=0), ctx).cap == 3_000_000
+    ctx.max_gaussians = 1000                       # the adapter's limit, when lower, binds
+    assert ADC(ADCConfig(), ctx).cap == 1000
+    # end to end (NumPy path): the run stops growing at the cap and says why
+    from test_trainer import tiny_dataset
+    from wgsl_splat.trainer import training_observations
+
+    obs = training_observations(tiny_dataset())
+    assert obs == 3 * 14 * 32 * 32
+    cfg = tiny_config()
+    cfg.adc.max_params_per_observation = 0.88      # 641 Gaussians, 600 to start with
+    trainer, summary, _ = run(tmp_path, cfg)
+    log = (tmp_path / "train.log").read_text()
+    assert "densification capped at 641 Gaussians" in log and "observed values" in log, log
+    assert 600 < summary["num_gaussians"] <= 641
+    # a configuration written before the cap existed resumes without it
+    d = cfg.to_dict()
+    del d["adc"]["max_params_per_observation"]
+    from wgsl_splat.config import TrainConfig
+    assert TrainConfig.from_dict(d).adc.max_params_per_observation == 0.0
+    assert TrainConfig.from_dict(cfg.to_dict()).adc.max_params_per_observation == 0.88
 
 
 def test_row_table_transforms(rng):

@@ -131,6 +131,9 @@ def render(model_path, data, resolution, camera_json, out_dir, background, limit
 @click.option("--prune-screen-size", type=FiniteFloat(min=0), default=None,
               help="Also prune Gaussians wider than this many pixels after the first reset "
                    "(default 0 = off, as the original 3DGS effectively does).")
+@click.option("--max-params-per-observation", type=FiniteFloat(min=0), default=None,
+              help="adc: grow to at most this many trained parameters per observed value (3 per "
+                   "training pixel); binds only for small scenes (default 1; 0 = off).")
 @click.option("--strategy", type=click.Choice(["adc", "mcmc"]), default="adc", show_default=True,
               help="Densification: adc = 3DGS adaptive density control (clone, split, prune, "
                    "opacity reset); mcmc = 3DGS-MCMC (relocate dead Gaussians, grow to --cap-max, "

@@ -210,6 +210,7 @@ def _run_settings(cfg, run: dict) -> dict:
             "densify_until": d.stop, "densify_every": d.every,
             "densify_grad_threshold": d.grad_threshold,
             "opacity_reset_every": d.opacity_reset_every, "prune_screen_size": d.max_screen_size,
+            "max_params_per_observation": d.max_params_per_observation,
             "white_background": tuple(cfg.background) == (1.0, 1.0, 1.0), "seed": cfg.seed,
             "eval_at": tuple(cfg.eval_at), "lr_scale": cfg.optim.lr_scale,
             "strategy": cfg.strategy, "cap_max": m.cap_max, "mcmc_noise_lr": m.noise_lr,
@@ -261,7 +262,8 @@ def _default_out_dir(data: str, resume: str | None) -> str:
 def train(data="default", out_dir=None, preset="default", iters=None, eval_split=False,
           resolution=1, device="auto", adapter_filter=None, sh_degree=None, densify_from=None,
           densify_until=None, densify_every=None, densify_grad_threshold=None,
-          opacity_reset_every=None, prune_screen_size=None, white_background=False, seed=0,
+          opacity_reset_every=None, prune_screen_size=None, max_params_per_observation=None,
+          white_background=False, seed=0,
           resume=None, eval_at=None, preview=False, overwrite=False, lr_scale=1.0,
           strategy="adc", cap_max=None, mcmc_noise_lr=None, opacity_reg=None, scale_reg=None,
           antialiased=False, given=frozenset()) -> None:
@@ -288,7 +290,9 @@ def train(data="default", out_dir=None, preset="default", iters=None, eval_split
             (cfg.adc, "start", densify_from), (cfg.adc, "stop", densify_until),
             (cfg.adc, "every", densify_every), (cfg.adc, "grad_threshold", densify_grad_threshold),
             (cfg.adc, "opacity_reset_every", opacity_reset_every),
-            (cfg.adc, "max_screen_size", prune_screen_size), (cfg.mcmc, "cap_max", cap_max),
+            (cfg.adc, "max_screen_size", prune_screen_size),
+            (cfg.adc, "max_params_per_observation", max_params_per_observation),
+            (cfg.mcmc, "cap_max", cap_max),
             (cfg.mcmc, "noise_lr", mcmc_noise_lr), (cfg.mcmc, "opacity_reg", opacity_reg),
             (cfg.mcmc, "scale_reg", scale_reg)):
         if value is not None:

@@ -42,6 +42,9 @@ class TrainConfig:
         d = dict(d)
         if "densify" in d:    # checkpoints before the strategies (format 2) called ADC's "densify"
             d.setdefault("adc", d.pop("densify"))
+        # runs configured before the observation cap grew without it: resume them the same way
+        d["adc"] = dict(d.get("adc", {}))
+        d["adc"].setdefault("max_params_per_observation", 0.0)
         adc = ADCConfig(**d.pop("adc", {}))
         mcmc = MCMCConfig(**d.pop("mcmc", {}))
         opt = OptimConfig(**d.pop("optim", {}))

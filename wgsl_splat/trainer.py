@@ -175,6 +175,17 @@ def initial_model(dataset, cfg: TrainConfig, rng: np.random.Generator, log,
     return GaussianModel.from_points(points, colors, sh_degree=cfg.sh_degree, **init)
 
 
+def training_observations(dataset) -> int:
+    """How many values the training views constrain: three colour channels per pixel."""
+    cams = dataset.cameras
+    return sum(3 * cams[i].width * cams[i].height for i in dataset.train_indices)
+
+
+def params_per_gaussian(sh_degree: int) -> int:
+    """Trained floats per Gaussian: mean 3, log-scale 3, quaternion 4, opacity 1, SH 3 (d+1)²."""
+    return 11 + 3 * (sh_degree + 1) ** 2
+
+
 def scene_extent(dataset) -> float:
     extent = float(dataset.scene_extent())
     if not math.isfinite(extent) or extent <= 1e-6:  # a single view: use the bounds instead
@@ -345,7 +356,8 @@ class Trainer:
             self.extent = scene_extent(self.dataset)
             start = 0
         ctx = StrategyContext(self.extent, all(c >= 1.0 for c in cfg.background), cfg.seed,
-                              log=self.log)
+                              observations=training_observations(self.dataset),
+                              params_per_gaussian=params_per_gaussian(cfg.sh_degree), log=self.log)
         try:
             self.strategy = make_strategy(cfg, ctx)
         except StrategyError as exc:

@@ -29,6 +29,8 @@ class StrategyContext:
     white_background: bool
     seed: int
     max_gaussians: int | None = None       # the most the path can hold (adapter bindings)
+    observations: int | None = None        # values the training views constrain: 3 × their pixels
+    params_per_gaussian: int = 59          # trained floats per Gaussian (59 at SH degree 3)
     log: Callable[[str], None] = print
 
 
