@@ -116,9 +116,9 @@ def test_adc_room_keeps_the_strongest(rng):
 
 def test_adc_grows_no_further_than_the_views_observe(tmp_path):
     from wgsl_splat.strategy import ADC, ADCConfig, StrategyContext
-    from wgsl_splat.trainer import params_per_gaussian
+    from wgsl_splat.model import floats_per_gaussian
 
-    assert params_per_gaussian(3) == 59 and params_per_gaussian(0) == 14
+    assert floats_per_gaussian(3) == 59 and floats_per_gaussian(0) == 14
     obs = 3 * 28 * 192 * 192                       # the embedded scene's training views
     ctx = StrategyContext(1.0, False, 0, observations=obs, params_per_gaussian=59)
     assert ADC(ADCConfig(), ctx).cap == obs // 59 == 52484

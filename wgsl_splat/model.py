@@ -8,12 +8,24 @@ import numpy as np
 
 SH_C0 = 0.28209479177387814
 PARAM_GROUPS = ("means", "log_scales", "quats", "opacity_logits", "sh")
+PARAM_FLOATS = 11   # per Gaussian before its SH: mean 3, log-scale 3, quaternion 4, opacity 1
 
 
 def num_sh_coeffs(degree: int) -> int:
     if not 0 <= degree <= 3:
         raise ValueError(f"SH degree must be 0..3, got {degree}")
     return (degree + 1) ** 2
+
+
+def floats_per_gaussian(degree: int) -> int:
+    """Trained floats per Gaussian (59 at SH degree 3): the flat ``params`` record of the GPU path."""
+    return PARAM_FLOATS + 3 * num_sh_coeffs(degree)
+
+
+def param_offsets(n: int) -> tuple[int, int, int, int]:
+    """Float offsets of log-scales, quaternions, opacity logits and SH in the flat ``params`` record
+    of ``n`` Gaussians (means first, then each group after the other, what the shaders index)."""
+    return (3 * n, 6 * n, 10 * n, PARAM_FLOATS * n)
 
 
 def sh_degree_from_coeffs(k: int) -> int:

@@ -32,7 +32,7 @@ import numpy as np
 from .atomic_io import save_npz, write_json
 from .config import TrainConfig
 from .evaluation import Lpips, evaluate_views
-from .model import PARAM_GROUPS, SH_C0, GaussianModel
+from .model import PARAM_GROUPS, SH_C0, GaussianModel, floats_per_gaussian
 from .optim import AdamState
 from .reference.rows import STREAM_NOISE, stream
 from .state import HostArrays
@@ -179,11 +179,6 @@ def training_observations(dataset) -> int:
     """How many values the training views constrain: three colour channels per pixel."""
     cams = dataset.cameras
     return sum(3 * cams[i].width * cams[i].height for i in dataset.train_indices)
-
-
-def params_per_gaussian(sh_degree: int) -> int:
-    """Trained floats per Gaussian: mean 3, log-scale 3, quaternion 4, opacity 1, SH 3 (d+1)²."""
-    return 11 + 3 * (sh_degree + 1) ** 2
 
 
 def scene_extent(dataset) -> float:
@@ -357,7 +352,7 @@ class Trainer:
             start = 0
         ctx = StrategyContext(self.extent, all(c >= 1.0 for c in cfg.background), cfg.seed,
                               observations=training_observations(self.dataset),
-                              params_per_gaussian=params_per_gaussian(cfg.sh_degree), log=self.log)
+                              params_per_gaussian=floats_per_gaussian(cfg.sh_degree), log=self.log)
         try:
             self.strategy = make_strategy(cfg, ctx)
         except StrategyError as exc:

@@ -22,7 +22,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..model import GaussianModel
+from ..model import GaussianModel, param_offsets
 from ..optim import LR_GROUPS, AdamState, OptimConfig
 from .pool import UNIFORM_USAGE, BufferPool, buffer_usage
 from .runtime import GpuContext
@@ -88,7 +88,7 @@ class ParamLayout:
     @staticmethod
     def from_renderer(renderer) -> "ParamLayout":
         n, k = renderer.num, renderer.sh_coeffs
-        if renderer.offsets != (3 * n, 6 * n, 10 * n, 11 * n):
+        if renderer.offsets != param_offsets(n):
             raise ValueError(f"unexpected renderer parameter offsets {renderer.offsets}")
         return ParamLayout.flat(n, k)
 

@@ -33,7 +33,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..camera import Camera
-from ..model import GaussianModel, sh_degree_from_coeffs
+from ..model import PARAM_FLOATS, GaussianModel, param_offsets, sh_degree_from_coeffs
 from ..render_config import CLASSIC, RenderConfig
 from .pool import UNIFORM_USAGE, BufferPool, buffer_usage
 from .runtime import GpuContext, GpuError
@@ -43,7 +43,6 @@ from .sort import PrefixScan, RadixSorter, grid_2d
 SPLAT_BYTES = 48           # sizeof(Splat2D)
 COUNTERS_BYTES = 32        # counters[0..8)
 MIN_CAPACITY = 16384
-PARAM_FLOATS = 11          # per Gaussian in ``params`` before its SH: mean 3, log-scale 3, quat 4, opacity 1
 
 
 class ModelTooLargeError(GpuError):
@@ -192,7 +191,7 @@ class GpuRenderer:
         self.num = n
         self.sh_coeffs = k
         self.sh_degree = sh_degree_from_coeffs(k)
-        self.offsets = (3 * n, 6 * n, 10 * n, 11 * n)
+        self.offsets = param_offsets(n)
         self.pool.get("params", 4 * max((PARAM_FLOATS + 3 * k) * n, 1), keep_contents=True)
         m = max(n, 1)
         self.pool.get("splats", SPLAT_BYTES * m)

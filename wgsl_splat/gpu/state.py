@@ -19,12 +19,11 @@ import math
 
 import numpy as np
 
-from ..model import inverse_sigmoid
+from ..model import PARAM_FLOATS, inverse_sigmoid, param_offsets
 from ..reference import rows
 from ..state import ADCRound, DensifyReport, HostArrays, RowEdit, RowTable, TrainState
 from .adam import ParamLayout
 from .pool import UNIFORM_USAGE, buffer_usage
-from .renderer import PARAM_FLOATS
 from .sort import PrefixScan, grid_2d
 
 WG = 256
@@ -69,10 +68,6 @@ class DeviceState(TrainState):
     @property
     def k(self) -> int:
         return self.step.renderer.sh_coeffs
-
-    @staticmethod
-    def _offsets(n: int) -> tuple[int, int, int, int]:
-        return (3 * n, 6 * n, 10 * n, 11 * n)
 
     def _write(self, name: str) -> str:
         self.pool.write(f"state_u_{name}", self._u[name])
@@ -138,7 +133,7 @@ class DeviceState(TrainState):
         self.pool.get("state_scratch", 4 * max(floats_out, 3 * n_out, 1))
         self.pool.get(TABLE, 8 * max(n_out, 1), keep_contents=prelude is None)
         groups = _groups(n_out)
-        src_offs, dst_offs = self._offsets(n_in), self._offsets(n_out)
+        src_offs, dst_offs = param_offsets(n_in), param_offsets(n_out)
         uniforms = {}
         for name in arrays:
             u = self._u[f"rows_{name}"]
@@ -192,7 +187,7 @@ class DeviceState(TrainState):
             return
         u = self._u["reset"]
         groups = _groups(n)
-        u["sizes"] = (n, self._offsets(n)[2], groups[0], self._offsets(n)[0])
+        u["sizes"] = (n, param_offsets(n)[2], groups[0], param_offsets(n)[0])
         u["value"] = (np.float32(inverse_sigmoid(value)), value, 0.0, 0.0)
         name = self._write("reset")
 
@@ -217,7 +212,7 @@ class DeviceState(TrainState):
         u = self._u["adc"]
         groups = _groups(n)
         u["sizes"] = (n, n, rnd.split_samples, 0)
-        u["offs"] = self._offsets(n)
+        u["offs"] = param_offsets(n)
         u["thr"] = (t["grad"], t["log_clone"], t["logit_min"], t["log_world"])
         u["thr2"] = (t["log_div"], t["screen"], 0.0, 0.0)
         u["grid"] = (groups[0], self.scan.blocks, 0, 0)
@@ -301,7 +296,7 @@ class DeviceState(TrainState):
         u = self._u["mcmc"]
         groups = _groups(max(n, draws))
         u["sizes"] = (n, draws, rows.weight_bits(n), self.scan.blocks)
-        u["offs"] = self._offsets(n)
+        u["offs"] = param_offsets(n)
         u["misc"] = (np.float32(inverse_sigmoid(min_opacity)), min_opacity, 0.0, 0.0)
         u["keys"] = (np.uint32(key), groups[0], int(relocating), 0)
         self._write("mcmc")
@@ -363,7 +358,7 @@ class DeviceState(TrainState):
         u = self._u["perturb"]
         groups = _groups(n)
         u["sizes"] = (n, 0, 0, 0)
-        u["offs"] = self._offsets(n)
+        u["offs"] = param_offsets(n)
         u["misc"] = (0.0, 0.0, scale, 0.0)
         u["keys"] = (np.uint32(key), groups[0], 0, 0)
         name = self._write("perturb")
