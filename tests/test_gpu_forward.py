@@ -53,6 +53,27 @@ def threshold_event(ref, y: int, x: int) -> bool:
     return bool(np.any(np.diff(depth) <= 1e-6 * np.abs(depth[1:])))
 
 
+def threshold_pairs(ref, gpu_tiles, gpu_ids, where):
+    """Masks of the (tile, Gaussian) pairs both paths emitted, for the GPU's and the reference's
+    sorted lists, and the tiles of the pairs only one path emitted. Each such pair must sit on the
+    ellipse test's threshold (min q over the tile within 1e-5, relative, of the bound), where float32
+    and float64 may decide differently (seed 3573779327: one pair of 125 029, 2.7e-7 off)."""
+    from wgsl_splat.reference.projection import tile_min_q, tile_q_bound
+
+    s, proj = ref.raster.structure, ref.proj
+    key = lambda t, i: t.astype(np.int64) * (1 << 32) + i.astype(np.int64)  # noqa: E731
+    g, r = key(gpu_tiles, gpu_ids), key(s.tile_ids, s.gauss_ids)
+    only = np.setxor1d(g, r)
+    tiles, ids = only >> 32, only & 0xFFFFFFFF
+    q = tile_min_q(proj.means2d[ids], proj.conics[ids], tiles % proj.tiles_x,
+                   tiles // proj.tiles_x, proj.width, proj.height, proj.config.tile_size)
+    bound = tile_q_bound(proj.opacities[ids], proj.config)
+    off = np.abs(q / bound - 1.0)
+    assert len(only) <= max(2, 1e-4 * len(r)) and np.all(off < 1e-5), \
+        f"{len(only)} pairs emitted by one path only, up to {off.max():.3g} off the threshold {where}"
+    return ~np.isin(g, only), ~np.isin(r, only), set(tiles.tolist())
+
+
 def compare(renderer: GpuRenderer, model: GaussianModel, cam: Camera, bg, *, seed=None,
             active_sh_degree=None, structure=True, filter_3d=None):
     """Render on both paths (in the renderer's mode; ``filter_3d``: the antialiased mode's 3D
@@ -75,22 +96,36 @@ def compare(renderer: GpuRenderer, model: GaussianModel, cam: Camera, bg, *, see
     if structure:
         st = renderer.read_raster_state()
         s = ref.raster.structure
-        assert renderer.last_count == len(s.gauss_ids), where
-        assert np.array_equal(st["isect_tiles"], s.tile_ids), where
-        assert np.array_equal(st["ranges"], s.tile_ranges), where
-        gpu_ids = st["isect_ids"]
-        swapped = np.flatnonzero(gpu_ids != s.gauss_ids)
+        gpu_tiles, gpu_ids = st["isect_tiles"], st["isect_ids"]
+        ref_tiles, ref_ids = s.tile_ids, s.gauss_ids
+        edge_tiles = set()
+        if renderer.last_count != len(ref_ids):
+            # Pairs on the ellipse-vs-tile threshold are emitted by one path only; set them aside
+            # (they composite nothing: the tile test has a margin beyond α = alpha_min).
+            gpu_keep, ref_keep, edge_tiles = threshold_pairs(ref, gpu_tiles, gpu_ids, where)
+            gpu_tiles, gpu_ids = gpu_tiles[gpu_keep], gpu_ids[gpu_keep]
+            ref_tiles, ref_ids = ref_tiles[ref_keep], ref_ids[ref_keep]
+        assert np.array_equal(gpu_tiles, ref_tiles), where
+        if not edge_tiles:
+            assert np.array_equal(st["ranges"], s.tile_ranges), where
+        swapped = np.flatnonzero(gpu_ids != ref_ids)
         if len(swapped):
             # Only near-ties in depth may come out in another order: the GPU computes depth in
             # float32, the reference in float64.
             d_gpu = ref.proj.depths[gpu_ids[swapped]]
-            d_ref = ref.proj.depths[s.gauss_ids[swapped]]
+            d_ref = ref.proj.depths[ref_ids[swapped]]
             assert np.allclose(d_gpu, d_ref, rtol=1e-6, atol=0), f"sorted intersections differ {where}"
-            assert np.array_equal(np.sort(gpu_ids[swapped]), np.sort(s.gauss_ids[swapped])), where
+            assert np.array_equal(np.sort(gpu_ids[swapped]), np.sort(ref_ids[swapped])), where
         t_err = np.abs(st["final_T"] - ref.raster.final_T)
         lc_diff = st["last_contrib"] != ref.raster.last_contrib
-        for y, x in np.argwhere((t_err > TOL) | lc_diff):
-            assert threshold_event(ref, y, x), f"final_T/last_contrib differ at {(y, x)} {where}"
+        tiles_x = ref.proj.tiles_x
+        for y, x in np.argwhere(t_err > TOL):
+            assert threshold_event(ref, y, x), f"final_T differs at {(y, x)} {where}"
+        for y, x in np.argwhere(lc_diff):
+            # An extra pair in the tile shifts the last contributor's position in the tile's list.
+            tile = (y // 16) * tiles_x + x // 16
+            assert tile in edge_tiles or threshold_event(ref, y, x), \
+                f"last_contrib differs at {(y, x)} {where}"
     return img, ref
 
 
