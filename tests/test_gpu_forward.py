@@ -53,11 +53,52 @@ def threshold_event(ref, y: int, x: int) -> bool:
     return bool(np.any(np.diff(depth) <= 1e-6 * np.abs(depth[1:])))
 
 
+def near_integer(v) -> np.ndarray:
+    return np.abs(v - np.round(v)) < 1e-4 * np.maximum(1.0, np.abs(v))
+
+
+def three_sigma_radius(conics):
+    """From the conics (a, b, c): the unrounded radius ``3·sqrt(λ_max)`` of the 2D covariance, and
+    its diagonal Σxx, Σyy."""
+    det = conics[:, 0] * conics[:, 2] - conics[:, 1] ** 2
+    det = np.where(det > 0, det, 1.0)
+    cov_a, cov_b, cov_c = conics[:, 2] / det, -conics[:, 1] / det, conics[:, 0] / det
+    mid = 0.5 * (cov_a + cov_c)
+    r3 = 3.0 * np.sqrt(mid + np.sqrt(np.maximum(mid * mid - (cov_a * cov_c - cov_b ** 2), 0.0)))
+    return r3, cov_a, cov_c
+
+
+def rect_threshold_rows(proj) -> np.ndarray:
+    """Per Gaussian, whether its radius or tile rectangle sits on a ceil/floor threshold, where
+    float32 and float64 may round differently: the 3σ radius ``3·sqrt(λ_max)``, the α extents
+    ``sqrt(2 ln(255 o) Σ)`` or a rectangle edge ``(μ ± extent) / tile`` within 1e-4 (relative) of
+    an integer (seed 3866824546: 3·sqrt(λ) = 50.000…, radius 51 on the GPU, 50 in float64)."""
+    cn = proj.conics
+    r3, cov_a, cov_c = three_sigma_radius(cn)
+    lg = np.maximum(np.log(np.maximum(proj.opacities * 255.0, 1e-30)), 0.0)
+    ext = np.sqrt(2.0 * lg[:, None] * np.stack([cov_a, cov_c], axis=1))
+    e = np.minimum(np.ceil(ext), np.ceil(r3)[:, None])
+    edges = (proj.means2d[:, :, None] + e[:, :, None] * np.array([-1.0, 1.0])) / proj.config.tile_size
+    return (near_integer(r3) | near_integer(ext).any(axis=1)
+            | near_integer(edges).reshape(len(cn), -1).any(axis=1))
+
+
+def assert_projection_rects_match(gp, ref, where):
+    """Radii and tile rectangles equal on both paths, except rows on a rounding threshold
+    (:func:`rect_threshold_rows`), which may differ by one."""
+    r_diff = np.abs(gp["radii"].astype(np.int64) - ref.radii)
+    t_diff = np.abs(gp["tile_rect"].astype(np.int64) - ref.tile_rect).max(axis=1)
+    differ = (r_diff > 0) | (t_diff > 0)
+    assert np.all(rect_threshold_rows(ref)[differ]), f"radii/tile rects differ {where}"
+    assert np.all(r_diff <= 1) and np.all(t_diff <= 1), f"radii/tile rects differ {where}"
+
+
 def threshold_pairs(ref, gpu_tiles, gpu_ids, where):
     """Masks of the (tile, Gaussian) pairs both paths emitted, for the GPU's and the reference's
     sorted lists, and the tiles of the pairs only one path emitted. Each such pair must sit on the
     ellipse test's threshold (min q over the tile within 1e-5, relative, of the bound), where float32
-    and float64 may decide differently (seed 3573779327: one pair of 125 029, 2.7e-7 off)."""
+    and float64 may decide differently (seed 3573779327: one pair of 125 029, 2.7e-7 off), or belong
+    to a Gaussian whose tile rectangle sits on a rounding threshold (:func:`rect_threshold_rows`)."""
     from wgsl_splat.reference.projection import tile_min_q, tile_q_bound
 
     s, proj = ref.raster.structure, ref.proj
@@ -68,8 +109,8 @@ def threshold_pairs(ref, gpu_tiles, gpu_ids, where):
     q = tile_min_q(proj.means2d[ids], proj.conics[ids], tiles % proj.tiles_x,
                    tiles // proj.tiles_x, proj.width, proj.height, proj.config.tile_size)
     bound = tile_q_bound(proj.opacities[ids], proj.config)
-    off = np.abs(q / bound - 1.0)
-    assert len(only) <= max(2, 1e-4 * len(r)) and np.all(off < 1e-5), \
+    off = np.where(rect_threshold_rows(proj)[ids], 0.0, np.abs(q / bound - 1.0))
+    assert len(only) <= max(4, 1e-4 * len(r)) and np.all(off < 1e-5), \
         f"{len(only)} pairs emitted by one path only, up to {off.max():.3g} off the threshold {where}"
     return ~np.isin(g, only), ~np.isin(r, only), set(tiles.tolist())
 
@@ -155,8 +196,7 @@ def test_projection_matches_reference(renderer):
     gp = renderer.read_projection()
     ref = render(model.astype(np.float64), cam).proj
     vis = ref.radii > 0
-    assert np.array_equal(gp["radii"], ref.radii), f"seed {seed}"
-    assert np.array_equal(gp["tile_rect"], ref.tile_rect), f"seed {seed}"
+    assert_projection_rects_match(gp, ref, f"seed {seed}")
     assert np.allclose(gp["means2d"][vis], ref.means2d[vis], rtol=1e-5, atol=1e-3), f"seed {seed}"
     scale = np.abs(ref.conics[vis]).max(axis=1, keepdims=True)
     assert (np.abs(gp["conics"][vis] - ref.conics[vis]) / scale).max(initial=0) < 1e-4, seed
