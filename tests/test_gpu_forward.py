@@ -128,28 +128,38 @@ def compare(renderer: GpuRenderer, model: GaussianModel, cam: Camera, bg, *, see
                  config=renderer.config, filter_3d=None if f32 is None else f32.astype(np.float64))
     where = f"(seed {seed}, N={len(model)}, {cam.width}x{cam.height})"
     assert img.shape == (cam.height, cam.width, 3) and img.dtype == np.float32
-    err = np.abs(img - ref.image).max(axis=-1)
-    bad = np.argwhere(err > TOL)
-    unexplained = [(y, x) for y, x in bad if not threshold_event(ref, y, x)]
-    assert not unexplained, (f"{len(unexplained)} pixels off by up to "
-                             f"{max(err[y, x] for y, x in unexplained):.3g} {where}")
-    assert len(bad) <= max(2, 1e-3 * err.size), f"{len(bad)} pixels on thresholds {where}"
+    edge_tiles = set()
     if structure:
         st = renderer.read_raster_state()
         s = ref.raster.structure
         gpu_tiles, gpu_ids = st["isect_tiles"], st["isect_ids"]
         ref_tiles, ref_ids = s.tile_ids, s.gauss_ids
-        edge_tiles = set()
         if renderer.last_count != len(ref_ids):
-            # Pairs on the ellipse-vs-tile threshold are emitted by one path only; set them aside
-            # (they composite nothing: the tile test has a margin beyond α = alpha_min).
+            # Pairs on a threshold of the emission are emitted by one path only; set them aside.
+            # On the ellipse test's they composite nothing (the test has a margin beyond
+            # α = alpha_min); where a radius rounds to another integer, the splat's faint rim
+            # beyond 3σ may show in that tile on one path only.
             gpu_keep, ref_keep, edge_tiles = threshold_pairs(ref, gpu_tiles, gpu_ids, where)
             gpu_tiles, gpu_ids = gpu_tiles[gpu_keep], gpu_ids[gpu_keep]
             ref_tiles, ref_ids = ref_tiles[ref_keep], ref_ids[ref_keep]
         assert np.array_equal(gpu_tiles, ref_tiles), where
+        swapped = np.flatnonzero(gpu_ids != ref_ids)
+        # Two splats at equal float32 depths come out in either order; where both composite the
+        # tile's pixels differ (seed 2127854733: depths 1.1e-7 apart, 1837 pixels up to 2.8e-4).
+        swap_tiles = set(gpu_tiles[swapped].tolist())
+    err = np.abs(img - ref.image).max(axis=-1)
+    tiles_x = -(-cam.width // 16)
+    tile_of = lambda y, x: (y // 16) * tiles_x + x // 16  # noqa: E731
+    bad = [(y, x) for y, x in np.argwhere(err > TOL) if tile_of(y, x) not in edge_tiles]
+    unexplained = [(y, x) for y, x in bad if not threshold_event(ref, y, x)]
+    assert not unexplained, (f"{len(unexplained)} pixels off by up to "
+                             f"{max(err[y, x] for y, x in unexplained):.3g} {where}")
+    # threshold events are rare pixels, except a depth swap: it changes the overlap of two splats
+    counted = [p for p in bad if not structure or tile_of(*p) not in swap_tiles]
+    assert len(counted) <= max(2, 1e-3 * err.size), f"{len(counted)} pixels on thresholds {where}"
+    if structure:
         if not edge_tiles:
             assert np.array_equal(st["ranges"], s.tile_ranges), where
-        swapped = np.flatnonzero(gpu_ids != ref_ids)
         if len(swapped):
             # Only near-ties in depth may come out in another order: the GPU computes depth in
             # float32, the reference in float64.
@@ -159,9 +169,10 @@ def compare(renderer: GpuRenderer, model: GaussianModel, cam: Camera, bg, *, see
             assert np.array_equal(np.sort(gpu_ids[swapped]), np.sort(ref_ids[swapped])), where
         t_err = np.abs(st["final_T"] - ref.raster.final_T)
         lc_diff = st["last_contrib"] != ref.raster.last_contrib
-        tiles_x = ref.proj.tiles_x
         for y, x in np.argwhere(t_err > TOL):
-            assert threshold_event(ref, y, x), f"final_T differs at {(y, x)} {where}"
+            tile = (y // 16) * tiles_x + x // 16
+            assert tile in edge_tiles or threshold_event(ref, y, x), \
+                f"final_T differs at {(y, x)} {where}"
         for y, x in np.argwhere(lc_diff):
             # An extra pair in the tile shifts the last contributor's position in the tile's list.
             tile = (y // 16) * tiles_x + x // 16
