@@ -27,7 +27,7 @@ const WG: u32 = 256u;
 struct AdamParams {
     sizes: vec4<u32>,     // total elements, number of segments, workgroups per grid row, 0
     hyper: vec4<f32>,     // 1 - β1, β2, 1 - β2, eps
-    hyper2: vec4<f32>,    // sqrt(1 - β2^t), 0, 0, 0
+    hyper2: vec4<f32>,    // sqrt(1 - β2^t), gradient scale (1/B for a batch of B views), 0, 0
     seg: array<vec4<u32>, 8>,   // start, end, period, split
     lr: array<vec4<f32>, 8>,    // step size a, step size b, 1 / period, 0
 }
@@ -101,7 +101,8 @@ fn adam_step(@builtin(local_invocation_index) li: u32,
     let c2 = ap.hyper.z;
     let eps = ap.hyper.w;
     let bc2_sqrt = ap.hyper2.x;
-    let g = grads[i];
+    let g_sum = grads[i];
+    let g = g_sum * ap.hyper2.y;
     let m_old = m1[i];
     let v_old = m2[i];
     let p_old = params[i];
@@ -116,6 +117,6 @@ fn adam_step(@builtin(local_invocation_index) li: u32,
     m1[i] = select(m_old, m, valid);
     m2[i] = select(v_old, v, valid);
     if (ZERO_GRAD) {
-        grads[i] = select(g, vec4<f32>(0.0), valid);
+        grads[i] = select(g_sum, vec4<f32>(0.0), valid);
     }
 }

@@ -9,9 +9,11 @@
 // needs no clearing. Densification statistics of visible Gaussians (radius > 0), as the reference
 // CpuTrainStep: stats[i] += ‖dL/dmean2d · (W/2, H/2)‖ (NDC units), stats[N + i] += 1,
 // stats[2N + i] = max(stats[2N + i], radius). With STATS = false (gradient checks) the statistics
-// are left alone.
+// are left alone. With ACCUMULATE (the 2nd..Bth view of a batch) every gradient is added to the
+// buffer instead of written, so after B views `grads` holds their sum (Adam scales it by 1/B).
 
 override STATS: bool = true;
+override ACCUMULATE: bool = false;
 
 #include "common.wgsl"
 #include "sh.wgsl"
@@ -25,17 +27,22 @@ override STATS: bool = true;
 @group(0) @binding(5) var<storage, read_write> stats: array<f32>;
 @group(0) @binding(6) var<storage, read> filter3d: array<f32>;
 
+// Every gradient goes through put1: written, or added to the batch's sum so far (ACCUMULATE).
+fn put1(o: u32, v: f32) {
+    grads[o] = select(v, grads[o] + v, ACCUMULATE);
+}
+
 fn put3(o: u32, v: vec3<f32>) {
-    grads[o] = v.x;
-    grads[o + 1u] = v.y;
-    grads[o + 2u] = v.z;
+    put1(o, v.x);
+    put1(o + 1u, v.y);
+    put1(o + 2u, v.z);
 }
 
 fn put4(o: u32, v: vec4<f32>) {
-    grads[o] = v.x;
-    grads[o + 1u] = v.y;
-    grads[o + 2u] = v.z;
-    grads[o + 3u] = v.w;
+    put1(o, v.x);
+    put1(o + 1u, v.y);
+    put1(o + 2u, v.z);
+    put1(o + 3u, v.w);
 }
 
 // dL/dq for R = quat_to_rotmat(q) given dL/dR as columns c0, c1, c2 (q normalised, w x y z).
@@ -145,7 +152,7 @@ fn project_backward(@builtin(local_invocation_index) lid: u32,
         put3(3u * i, vec3<f32>(0.0));
         put3(rp.offs.x + 3u * i, vec3<f32>(0.0));
         put4(rp.offs.y + 4u * i, vec4<f32>(0.0));
-        grads[rp.offs.z + i] = 0.0;
+        put1(rp.offs.z + i, 0.0);
         for (var c = 0u; c < k; c = c + 1u) {
             put3(sh_base + 3u * c, vec3<f32>(0.0));
         }
@@ -163,7 +170,7 @@ fn project_backward(@builtin(local_invocation_index) lid: u32,
 
     // Opacity = sigmoid(logit) (antialiased: times the compensations, below).
     if (!ANTIALIASED) {
-        grads[rp.offs.z + i] = v0.z * s.opacity * (1.0 - s.opacity);
+        put1(rp.offs.z + i, v0.z * s.opacity * (1.0 - s.opacity));
     }
 
     // Colour = max(SH(dir) + 0.5, 0), dir = normalise(mean - camera centre).
@@ -201,7 +208,7 @@ fn project_backward(@builtin(local_invocation_index) lid: u32,
         let sig = 1.0 / (1.0 + exp(-params[rp.offs.z + i]));   // as project.wgsl
         c3 = filter3d_compensation(e);
         let c2 = filter2d_compensation(e, e.cov.x * e.cov.z - e.cov.y * e.cov.y);   // as forward
-        grads[rp.offs.z + i] = v0.z * c3 * c2 * sig * (1.0 - sig);
+        put1(rp.offs.z + i, v0.z * c3 * c2 * sig * (1.0 - sig));
         g_c3 = v0.z * sig * c2;
         // c2 = sqrt(det Σ2D / det Σb), Σb = Σ2D + εI = C⁻¹: dc2/dΣ2D = ½ c2 (Σ2D⁻¹ − C)
         // = ½/c2 ((1 − c2²) C − ε det(C) I) (no Σ2D⁻¹: singular for flat splats). c2 > 0 here:

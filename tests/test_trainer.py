@@ -97,11 +97,11 @@ class NaNAfter(CpuTrainStep):
 
     bad_at = 11
 
-    def step(self, camera, target, active_sh_degree=None, view_id=None, noise=None):
+    def step_batch(self, views, active_sh_degree=None, noise=None):
         self.count = getattr(self, "count", 0) + 1
         if self.count >= self.bad_at:
             self.model.means[0] = np.nan
-        return super().step(camera, target, active_sh_degree, view_id, noise)
+        return super().step_batch(views, active_sh_degree, noise)
 
 
 class ExplodesAfter(CpuTrainStep):
@@ -111,11 +111,11 @@ class ExplodesAfter(CpuTrainStep):
 
     bad_at = 13
 
-    def step(self, camera, target, active_sh_degree=None, view_id=None, noise=None):
+    def step_batch(self, views, active_sh_degree=None, noise=None):
         self.count = getattr(self, "count", 0) + 1
         if self.count >= self.bad_at:
             self.model.log_scales += 3.0
-        return super().step(camera, target, active_sh_degree, view_id, noise)
+        return super().step_batch(views, active_sh_degree, noise)
 
 
 @pytest.mark.parametrize("step_class, good, why", [

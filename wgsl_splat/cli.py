@@ -161,6 +161,15 @@ def render(model_path, data, resolution, camera_json, out_dir, background, limit
 @click.option("--antialiased", is_flag=True,
               help="Train and render with Mip-Splatting's filters (3D smoothing + 2D Mip filter), "
                    "for models that stay sharp and alias-free at other resolutions and distances.")
+@click.option("--batch-size", type=click.IntRange(min=1), default=1, show_default=True,
+              help="Views per step: the gradient of their mean loss, densification statistics "
+                   "from every view, Adam scaled as gsplat does (rates ×√B, β ← 1−B(1−β)).")
+@click.option("--devices", default=None,
+              help="GPU path: train on several adapters at once, 'all' or adapter indices like "
+                   "0,1 (see `wgsl_splat devices`); the batch is split across them.")
+@click.option("--distributed", is_flag=True,
+              help="One rank per process under mpirun/srun (needs wgsl_splat[mpi]): the batch is "
+                   "split across ranks, gradients all-reduced with MPI, rank 0 writes the outputs.")
 @click.pass_context
 def train(ctx, **options):
     """Train on DATA: a COLMAP folder, a transforms.json scene, one image, or 'default' (the

@@ -172,15 +172,19 @@ def load_training_data(data: str, resolution: int, eval_split: bool, background)
 
 
 def make_step_factory(device: str, adapter_filter: str | None, echo,
-                      config: RenderConfig = CLASSIC):
+                      config: RenderConfig = CLASSIC, devices: str | None = None, world=None):
     """Pick the path: returns ``(factory, description)`` where ``factory`` builds a TrainStep
-    rendering in ``config``'s mode."""
+    rendering in ``config``'s mode. ``devices`` (``--devices``) and ``world`` (an MPI reducer,
+    ``--distributed``) make it a data-parallel step over replicas (wgsl_splat.parallel): this
+    process's devices, or under MPI one device per rank chosen by the rank's index on its node."""
     from .reference.step import CpuTrainStep
 
     def cpu_factory(arrays, optim, background, lambda_dssim, regularizers):
         return CpuTrainStep(arrays, optim, background, lambda_dssim, regularizers=regularizers,
                             render_config=config)
 
+    if devices is not None or world is not None:
+        return _replicated_factory(device, devices, world, echo, config, cpu_factory)
     ctx = None if device == "cpu" else gpu_context(device, adapter_filter, echo)
     if ctx is None:
         return cpu_factory, "cpu (NumPy reference)"
@@ -200,6 +204,40 @@ def make_step_factory(device: str, adapter_filter: str | None, echo,
     return gpu_factory, f"gpu ({ctx.name})"
 
 
+def _replicated_factory(device, devices, world, echo, config, cpu_factory):
+    from .parallel import LocalReducer, ReplicatedStep
+
+    reducer = world or LocalReducer()
+    if device == "cpu":
+        if devices is not None:
+            raise UserError("--devices chooses GPU adapters: it needs the GPU path, not --device cpu")
+        def factory(arrays, *args):
+            return ReplicatedStep([cpu_factory(arrays, *args)], reducer,
+                                  start_step=arrays.adam.step)
+        factory.world = reducer.size
+        return factory, f"cpu (NumPy reference), rank {reducer.rank} of {reducer.size}"
+    from .gpu.runtime import GpuError, device_indices, open_devices
+    from .gpu.step import GpuTrainStep
+
+    try:
+        indices = device_indices(devices or "all")
+        if world is not None:   # one device per rank: the rank's index among its node's ranks
+            indices = [indices[world.local_rank % len(indices)]]
+        contexts = open_devices(indices)
+    except GpuError as exc:
+        raise UserError(str(exc)) from None
+
+    def factory(arrays, optim, background, lambda_dssim, regularizers):
+        replicas = [GpuTrainStep(ctx, arrays, optim, background, lambda_dssim,
+                                 regularizers=regularizers, render_config=config) for ctx in contexts]
+        return ReplicatedStep(replicas, reducer, start_step=arrays.adam.step)
+
+    factory.world = len(contexts) * reducer.size
+    names = ", ".join(f"[{i}] {c.name}" for i, c in zip(indices, contexts))
+    where = f"rank {reducer.rank} of {reducer.size}: " if world is not None else ""
+    return factory, f"gpu ({where}{names})"
+
+
 def _run_settings(cfg, run: dict) -> dict:
     """The value of every ``train`` flag that shapes a run, read from its configuration and run
     info: what a resumed run compares the flags given again with (keys are the flags' names)."""
@@ -215,7 +253,7 @@ def _run_settings(cfg, run: dict) -> dict:
             "eval_at": tuple(cfg.eval_at), "lr_scale": cfg.optim.lr_scale,
             "strategy": cfg.strategy, "cap_max": m.cap_max, "mcmc_noise_lr": m.noise_lr,
             "opacity_reg": m.opacity_reg, "scale_reg": m.scale_reg,
-            "antialiased": cfg.render_mode == "antialiased"}
+            "antialiased": cfg.render_mode == "antialiased", "batch_size": cfg.batch_size}
 
 
 _FLAG_NAMES = {"data": "DATA", "eval_split": "--eval", "resolution": "-r/--resolution"}
@@ -266,7 +304,8 @@ def train(data="default", out_dir=None, preset="default", iters=None, eval_split
           white_background=False, seed=0,
           resume=None, eval_at=None, preview=False, overwrite=False, lr_scale=1.0,
           strategy="adc", cap_max=None, mcmc_noise_lr=None, opacity_reg=None, scale_reg=None,
-          antialiased=False, given=frozenset()) -> None:
+          antialiased=False, batch_size=1, devices=None, distributed=False,
+          given=frozenset()) -> None:
     """The ``train`` command (its flags, by name). ``given``: the names of the flags given on the
     command line (a resumed run checks them against its own configuration instead of applying
     them)."""
@@ -299,6 +338,7 @@ def train(data="default", out_dir=None, preset="default", iters=None, eval_split
             setattr(section, name, value)
     cfg.strategy = strategy
     cfg.seed = seed
+    cfg.batch_size = batch_size
     cfg.background = (1.0, 1.0, 1.0) if white_background else (0.0, 0.0, 0.0)
     cfg.optim = replace(cfg.optim, lr_scale=float(lr_scale))
     cfg.render_mode = "antialiased" if antialiased else "classic"
@@ -306,8 +346,22 @@ def train(data="default", out_dir=None, preset="default", iters=None, eval_split
                     eval_split=eval_split, preset=preset)
     if resume and overwrite:
         raise UserError("--resume continues the run in --out and --overwrite replaces it: pass one")
-
     out_dir = out_dir or _default_out_dir(data, resume)
+    if distributed:
+        return _train_distributed(out_dir, cfg, run_info, data, resolution, eval_split, device,
+                                  devices, resume, overwrite, given)
+    _train_locked(out_dir, cfg, run_info, data, resolution, eval_split, device, adapter_filter,
+                  resume, overwrite, given, preview, devices)
+
+
+def _open_run(out_dir, cfg, run_info, resume, overwrite, given):
+    """Lock ``out_dir`` and settle what the run continues from: ``(lock, resume, cfg, run_info)``
+    (a resumed run keeps the checkpoint's configuration)."""
+    import click
+
+    from .run_dir import RunDirError, open_run_dir
+    from .trainer import TrainingError, find_checkpoint
+
     continues_run = resume is not None and (
         resume == "latest" or _inside(os.path.abspath(resume), os.path.abspath(out_dir)))
     try:
@@ -323,12 +377,80 @@ def train(data="default", out_dir=None, preset="default", iters=None, eval_split
             except TrainingError as exc:
                 raise UserError(str(exc)) from None
             cfg, run_info = _resumed_settings(meta, cfg, run_info, given)
+    except BaseException:
+        lock.release()
+        raise
+    return lock, resume, cfg, run_info
+
+
+def _train_locked(out_dir, cfg, run_info, data, resolution, eval_split, device, adapter_filter,
+                  resume, overwrite, given, preview, devices) -> None:
+    lock, resume, cfg, run_info = _open_run(out_dir, cfg, run_info, resume, overwrite, given)
+    try:
+        if resume:
             data, resolution, eval_split = (run_info["data"], run_info["resolution"],
                                             run_info["eval_split"])
         _train_in(out_dir, cfg, run_info, data, resolution, eval_split, device, adapter_filter,
-                  resume, preview)
+                  resume, preview, devices)
     finally:
         lock.release()
+
+
+def _train_distributed(out_dir, cfg, run_info, data, resolution, eval_split, device, devices,
+                       resume, overwrite, given) -> None:
+    """``train --distributed``: every rank trains a replica; rank 0 holds the run folder and
+    writes every output, the other ranks log into a scratch folder. Any rank's error ends every
+    rank (MPI_Abort) after a line that names the rank; the last checkpoint stays intact (written
+    atomically by rank 0)."""
+    import contextlib
+    import shutil
+    import sys
+    import tempfile
+
+    import click
+
+    from .parallel import mpi_world
+
+    world = mpi_world()
+    lock = None
+    try:
+        error = None
+        if world.rank == 0:
+            try:
+                lock, resume, cfg, run_info = _open_run(out_dir, cfg, run_info, resume, overwrite,
+                                                        given)
+            except UserError as exc:
+                error = str(exc)
+        error, resume, cfg, run_info = world.comm.bcast((error, resume, cfg, run_info), root=0)
+        if error:
+            raise UserError(error)
+        if resume:
+            data, resolution, eval_split = (run_info["data"], run_info["resolution"],
+                                            run_info["eval_split"])
+        if world.rank == 0:
+            _train_in(out_dir, cfg, run_info, data, resolution, eval_split, device, None, resume,
+                      False, devices, world)
+        else:
+            scratch = tempfile.mkdtemp(prefix=f"wgsl_splat_rank{world.rank}_")
+            try:
+                with open(os.devnull, "w") as quiet, contextlib.redirect_stdout(quiet):
+                    _train_in(scratch, cfg, run_info, data, resolution, eval_split, device, None,
+                              resume, False, devices, world)
+            finally:
+                shutil.rmtree(scratch, ignore_errors=True)
+    except click.exceptions.Exit:
+        raise                        # an agreed stop (SIGINT/SIGTERM): every rank exits alike
+    except BaseException as exc:     # noqa: BLE001
+        if world.size == 1:
+            raise
+        msg = str(exc) if isinstance(exc, UserError) else f"{type(exc).__name__}: {exc}"
+        sys.stderr.write(f"Error: rank {world.rank} of {world.size}: {msg}; ending every rank "
+                         f"(the last checkpoint in {out_dir}/checkpoints is intact)\n")
+        sys.stderr.flush()
+        world.comm.Abort(1)
+    finally:
+        if lock is not None:
+            lock.release()
 
 
 def _inside(path: str, folder: str) -> bool:
@@ -336,7 +458,7 @@ def _inside(path: str, folder: str) -> bool:
 
 
 def _train_in(out_dir, cfg, run_info, data, resolution, eval_split, device, adapter_filter,
-              resume, preview) -> None:
+              resume, preview, devices=None, world=None) -> None:
     """The run itself, in a locked output folder."""
     import click
 
@@ -352,11 +474,16 @@ def _train_in(out_dir, cfg, run_info, data, resolution, eval_split, device, adap
         except DatasetError as exc:
             raise UserError(str(exc)) from None
     factory, path_name = make_step_factory(device, adapter_filter, click.echo,
-                                           render_config(cfg.render_mode))
+                                           render_config(cfg.render_mode), devices, world)
+    replicas = getattr(factory, "world", 1)
+    if cfg.batch_size < replicas:
+        raise UserError(f"--batch-size {cfg.batch_size} is smaller than the {replicas} devices "
+                        f"training it: each device needs at least one view per step")
     click.echo(f"Training {len(dataset.train_indices)} views ({len(dataset.test_indices)} held out) "
                f"for {cfg.iters} steps ({cfg.render_mode}) on {path_name} -> {out_dir}")
     trainer = Trainer(dataset, cfg, out_dir, factory, log=click.echo,
-                      run_info=dict(run_info, device=path_name))
+                      run_info=dict(run_info, device=path_name),
+                      primary=world is None or world.rank == 0)
     on_step = None
     if preview:
         on_step = _preview_hook(dataset, click.echo)

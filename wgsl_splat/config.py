@@ -16,6 +16,7 @@ class TrainConfig:
     sh_degree: int = 3
     sh_increase_every: int = 1000
     lambda_dssim: float = 0.2
+    batch_size: int = 1                       # views per step (optim.for_batch scales Adam)
     background: tuple = (0.0, 0.0, 0.0)
     seed: int = 0
     # steps at which test views are evaluated (the 3DGS paper's 7k and 30k, plus the early curve)

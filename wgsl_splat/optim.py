@@ -88,6 +88,24 @@ class OptimConfig:
         return replace(self, extent=float(extent),
                        max_steps=self.max_steps if max_steps is None else int(max_steps))
 
+    def for_batch(self, batch_size: int) -> "OptimConfig":
+        """Copy for steps on batches of ``batch_size`` views, with gsplat's rules (its
+        simple_trainer): every rate × sqrt(B) (the square-root scaling rule for Adam, Malladi et
+        al. 2022), ``β ← 1 − B·(1 − β)`` for both moments (a moment then averages over as many
+        views as before), ``eps ← eps / sqrt(B)``. The gradient is that of the batch's mean loss.
+        B = 1 returns the configuration unchanged; B with ``B·(1 − β1) ≥ 1`` (10 for 3DGS's
+        β1 = 0.9) is refused: the rule would give a non-positive β1."""
+        b = int(batch_size)
+        if b == 1:
+            return self
+        largest = max(1, math.ceil(1.0 / (1.0 - self.beta1) - 1e-9) - 1)
+        if not 1 <= b <= largest:
+            raise ValueError(f"batch size {batch_size}: must be 1..{largest} (gsplat's rule "
+                             f"β1 ← 1 − B·(1 − β1) needs β1 > 0)")
+        root = math.sqrt(b)
+        return replace(self, lr_scale=self.lr_scale * root, eps=self.eps / root,
+                       beta1=1.0 - b * (1.0 - self.beta1), beta2=1.0 - b * (1.0 - self.beta2))
+
     def lr_for(self, group: str, step: float) -> float:
         """Learning rate of ``group`` (one of :data:`LR_GROUPS`) at schedule step ``step``.
 

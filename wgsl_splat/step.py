@@ -1,8 +1,12 @@
-"""The training step, one API for both paths: ``step(camera, target)``.
+"""The training step, one API for both paths: ``step(camera, target)``, ``step_batch(views)``.
 
-A step renders one view, computes the loss ``(1-λ)·L1 + λ·(1-SSIM)`` (plus the strategy's
-regularisers) and its gradient, runs the backward pass, accumulates the statistics the strategy
-asked for, optionally perturbs the means (MCMC) and applies one Adam update in place. The step owns
+A step renders each view of its batch (one by default), computes the loss ``(1-λ)·L1 + λ·(1-SSIM)``
+(plus the strategy's regularisers) and its gradient, runs the backward pass, accumulates the
+statistics the strategy asked for (every view counts as one observation, as in gsplat), optionally
+perturbs the means (MCMC) and applies one Adam update in place with the gradient of the batch's
+mean loss: the views' gradients are summed into one buffer and the update reads the sum times
+1/B. A data-parallel step (``wgsl_splat.parallel``) splits the same two halves, :meth:`accumulate`
+and :meth:`finish`, across replicas and sums their gradients in between. The step owns
 the run's :class:`~wgsl_splat.state.TrainState`, where densification edits the rows.
 ``wgsl_splat.reference.step.CpuTrainStep`` does it with the NumPy reference,
 ``wgsl_splat.gpu.step.GpuTrainStep`` on the device; the trainer loop only talks to this interface.
@@ -42,6 +46,16 @@ class Regularizers:
         return self.opacity != 0.0 or self.scale != 0.0
 
 
+@dataclass(frozen=True)
+class View:
+    """One training view of a batch: its camera, its image (None when the step holds it, see
+    :meth:`TrainStep.holds_target`) and the id that names the image."""
+
+    camera: Camera
+    target: np.ndarray | None
+    view_id: object = None
+
+
 @dataclass
 class StepResult:
     loss: float
@@ -61,6 +75,18 @@ class TrainStep(ABC):
     blocked_seconds: float = 0.0
     #: The device renderer the live preview draws with (None: no preview on this path).
     renderer = None
+    #: Set by the trainer before a step when a stop signal arrived. After the step,
+    #: :attr:`stop_agreed` says whether the run stops now: every process of a distributed run
+    #: agrees through its reduction (wgsl_splat.parallel), so all stop after the same step.
+    stop_requested: bool = False
+
+    @property
+    def stop_agreed(self) -> bool:
+        return self.stop_requested
+
+    @stop_agreed.setter
+    def stop_agreed(self, value: bool) -> None:
+        self.stop_requested = bool(value)
 
     def __init__(self, config: OptimConfig, background=(0.0, 0.0, 0.0),
                  lambda_dssim: float = DEFAULT_LAMBDA_DSSIM,
@@ -89,19 +115,57 @@ class TrainStep(ABC):
         """The 3D filter on the host, (N,) float32 (None in the classic mode)."""
         return None
 
-    @abstractmethod
     def step(self, camera: Camera, target: np.ndarray | None, active_sh_degree: int | None = None,
-             view_id=None, noise: tuple[float, int] | None = None) -> float | None:
-        """One optimisation step on one view. Returns the loss when the host has it for free (the
-        NumPy path) and None otherwise (the GPU path keeps losses on the device until
-        :meth:`take_losses`). ``view_id`` names the view so that a path may keep ``target`` resident
-        (the GPU path uploads each view's image once); the caller promises the same id always comes
-        with the same image. ``noise = (scale, key)``: perturb the means before the update
-        (:meth:`~wgsl_splat.state.TrainState.perturb_means`)."""
+             view_id=None, noise: tuple[float, int] | None = None) -> None:
+        """One optimisation step on one view. ``view_id`` names the view so that a path may keep
+        ``target`` resident (the GPU path uploads each view's image once); the caller promises the
+        same id always comes with the same image. ``noise = (scale, key)``: perturb the means
+        before the update (:meth:`~wgsl_splat.state.TrainState.perturb_means`). The losses stay
+        with the step until :meth:`take_losses` (the GPU path keeps them on the device)."""
+        self.step_batch([View(camera, target, view_id)], active_sh_degree, noise)
+
+    def step_batch(self, views: list[View], active_sh_degree: int | None = None,
+                   noise: tuple[float, int] | None = None) -> None:
+        """One optimisation step on a batch of views (module doc): :meth:`accumulate` then
+        :meth:`finish`."""
+        self.accumulate(views, active_sh_degree)
+        self.finish(len(views), noise)
+
+    @abstractmethod
+    def accumulate(self, views: list[View], active_sh_degree: int | None = None,
+                   fresh: bool = True) -> None:
+        """Forward, loss and backward of each view: their parameter gradients summed into the
+        step's gradient buffer (``fresh``: starting from zero, else adding to what is there), the
+        densification statistics accumulated. No update."""
+
+    @abstractmethod
+    def finish(self, batch_size: int, noise: tuple[float, int] | None = None) -> None:
+        """The update of the step: MCMC's noise, then Adam with the summed gradients × 1/batch_size."""
+
+    # -- data-parallel reduction (wgsl_splat.parallel): what replicas exchange between the halves --
+    def synchronize(self) -> None:
+        """Wait until the device has done the submitted work (the time counts as blocked); the
+        NumPy path has nothing in flight."""
+
+    @abstractmethod
+    def read_reduction(self) -> tuple[np.ndarray, np.ndarray]:
+        """After :meth:`accumulate`: ``(sums, maxima)``, float32 arrays that replicas reduce by sum
+        and by max: the gradient sum followed by the summed statistics (grad_accum, denom), and
+        the max statistic (max_radii). Empty statistics when the strategy asks for none."""
+
+    @abstractmethod
+    def write_reduction(self, sums: np.ndarray, maxima: np.ndarray) -> None:
+        """Replace the gradient sum and the statistics by the reduced ones (:meth:`read_reduction`'s
+        layout), before :meth:`finish`."""
+
+    @abstractmethod
+    def clear_stats(self) -> None:
+        """Zero the densification statistics (a replica that is not the reduction's first, before
+        :meth:`accumulate`: the reduced sum then counts the earlier totals once)."""
 
     @abstractmethod
     def take_losses(self) -> list[float]:
-        """The losses of every step since the last call, oldest first."""
+        """The losses of every view trained on since the last call, oldest first."""
 
     @property
     def num_gaussians(self) -> int:

@@ -36,7 +36,7 @@ from .model import PARAM_GROUPS, SH_C0, GaussianModel, floats_per_gaussian
 from .optim import AdamState
 from .reference.rows import STREAM_NOISE, stream
 from .state import HostArrays
-from .step import TrainStep
+from .step import TrainStep, View
 from .strategy import Strategy, StrategyContext, StrategyError, make_strategy
 
 CHECKPOINTS_KEPT = 2
@@ -197,10 +197,13 @@ def filter_3d_refresh_due(it: int, cfg: TrainConfig, strategy: Strategy) -> bool
 
 class Trainer:
     def __init__(self, dataset, cfg: TrainConfig, out_dir: str, step_factory, log=print,
-                 run_info: dict | None = None):
+                 run_info: dict | None = None, primary: bool = True):
         """``step_factory(arrays: HostArrays, optim_config, background, lambda_dssim,
         regularizers) -> TrainStep``; ``run_info`` (data path, resolution, split, device) is
-        recorded in cfg.json for ``eval``."""
+        recorded in cfg.json for ``eval``. ``primary=False``: a rank of a distributed run other
+        than rank 0, which trains in step with it but evaluates and saves nothing (its
+        ``out_dir`` takes only its log)."""
+        self.primary = primary
         self.run_info = dict(run_info or {})
         self.dataset = dataset
         self.cfg = cfg
@@ -367,7 +370,10 @@ class Trainer:
             except StrategyError as exc:
                 raise TrainingError(str(exc)) from None
             arrays = HostArrays.fresh(model, self.strategy.stat_names)
-        self.optim = cfg.optim.with_scene(self.extent, cfg.iters)
+        try:
+            self.optim = cfg.optim.with_scene(self.extent, cfg.iters).for_batch(cfg.batch_size)
+        except ValueError as exc:
+            raise TrainingError(str(exc)) from None
         self.step: TrainStep = self.step_factory(arrays, self.optim, cfg.background,
                                                  cfg.lambda_dssim, self.strategy.regularizers)
         ctx.max_gaussians = self.step.max_gaussians
@@ -446,15 +452,17 @@ class Trainer:
         try:
             for it in range(start + 1, cfg.iters + 1):
                 t0 = time.perf_counter()
-                view = self.next_view()
-                target = self.train_target(view)
+                views = [self.next_view() for _ in range(cfg.batch_size)]
+                batch = [View(self.dataset.cameras[v], self.train_target(v), v) for v in views]
                 t1 = time.perf_counter()
                 profile = it % cfg.log_every == 0 and self.step.enable_profiling(True)
                 noise_lr = self.strategy.noise_lr(it)
                 noise = ((noise_lr * self.optim.lr_for("means", it), stream(cfg.seed, it, STREAM_NOISE))
                          if noise_lr else None)
-                self.step.step(self.dataset.cameras[view], target, self.active_sh_degree(it),
-                               view_id=view, noise=noise)
+                self.step.stop_requested = stop_signal is not None
+                self.step.step_batch(batch, self.active_sh_degree(it), noise)
+                if self.step.stop_agreed and stop_signal is None:   # another rank was signalled
+                    stop_signal = signal.SIGTERM
                 t2 = time.perf_counter()
                 self.timing.add("data", t1 - t0)
                 self.timing.add("step", t2 - t1)
@@ -471,9 +479,9 @@ class Trainer:
                 # Evaluate and save before this step's densification and opacity reset, as 3DGS
                 # does: a reset step would otherwise be judged on near-transparent Gaussians.
                 t4 = time.perf_counter()
-                if it in cfg.eval_at or it == cfg.iters:
+                if self.primary and (it in cfg.eval_at or it == cfg.iters):
                     self.evaluate(it)
-                if it in cfg.save_at or it == cfg.iters:
+                if self.primary and (it in cfg.save_at or it == cfg.iters):
                     ply_path, saved["ply"] = self.save_ply(it), it
                 self.timing.add("eval+io", time.perf_counter() - t4)
 
@@ -505,17 +513,23 @@ class Trainer:
                 if progress is not None:
                     progress(it, self.loss_ema, self)
                 t4 = time.perf_counter()
-                if it % cfg.checkpoint_every == 0 or it == cfg.iters:
+                check = getattr(self.step, "check_replicas", None)
+                if check is not None and (it % cfg.checkpoint_every == 0 or it == cfg.iters):
+                    self.log(check(), echo=False)   # every rank: a collective
+                if self.primary and (it % cfg.checkpoint_every == 0 or it == cfg.iters):
                     # after densification: resumes exactly
                     last_good, saved["checkpoint"] = self.save_checkpoint(it), it
                 self.timing.add("eval+io", time.perf_counter() - t4)
-                if stop_signal is not None:
+                # A replicated step stops where its ranks agreed (all after the same step); a
+                # single one on any signal so far.
+                self.step.stop_requested = stop_signal is not None
+                if self.step.stop_agreed:
                     break
         finally:
             for s, handler in old_handlers.items():
                 signal.signal(s, handler)
         interrupted = stop_signal is not None and it < cfg.iters
-        if interrupted:
+        if interrupted and self.primary:
             if saved["checkpoint"] != it:
                 last_good = self.save_checkpoint(it)
             if saved["ply"] != it:
@@ -523,6 +537,10 @@ class Trainer:
             self.log(f"{signal.Signals(stop_signal).name} at step {it}: saved {last_good} and "
                      f"{ply_path}; continue with --resume latest")
         elapsed = time.perf_counter() - t_start
+        exchange = getattr(self.step, "exchange_seconds", {})
+        if exchange:   # a replicated step's reduction: inside "step", shown apart
+            self.timing.totals["step"] = self.timing.totals.get("step", 0.0) - sum(exchange.values())
+            self.timing.totals.update(exchange)
         self.timing.split_step(self.step.blocked_seconds - blocked_at_start)
         summary = dict(iterations=it, seconds=elapsed, ply=ply_path, checkpoint=last_good,
                        interrupted=signal.Signals(stop_signal).name if interrupted else None,

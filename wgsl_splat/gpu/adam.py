@@ -197,8 +197,10 @@ class GpuAdam:
         return AdamState(ParamLayout.unpack(m, n, k), ParamLayout.unpack(v, n, k), self.step)
 
     # -- the step -----------------------------------------------------------------------------------
-    def write_uniform(self, t: int, lrs: dict[str, float] | None = None) -> dict[str, float]:
-        """Write step ``t``'s step sizes and bias correction (queue.write_buffer)."""
+    def write_uniform(self, t: int, lrs: dict[str, float] | None = None,
+                      grad_scale: float = 1.0) -> dict[str, float]:
+        """Write step ``t``'s step sizes and bias correction (queue.write_buffer); the kernel reads
+        ``grad_scale · grads`` (1/B: the buffer holds the sum over a batch of B views)."""
         cfg = self.config
         lrs = cfg.lrs(t) if lrs is None else lrs
         bc1, bc2 = cfg.bias_corrections(t)
@@ -206,6 +208,7 @@ class GpuAdam:
         u = self._uniform
         u["hyper"] = (1.0 - cfg.beta1, cfg.beta2, 1.0 - cfg.beta2, cfg.eps)
         u["hyper2"][0] = np.sqrt(bc2)
+        u["hyper2"][1] = grad_scale
         for i, s in enumerate(self.layout.segments):
             rest = s.rest_group or s.group
             # float64 product rounded to f32, as the reference's float32 update does.
@@ -213,14 +216,16 @@ class GpuAdam:
         self.pool.write(self.n_uniform, u)
         return lrs
 
-    def encode(self, cpass, lrs: dict[str, float] | None = None) -> dict[str, float]:
+    def encode(self, cpass, lrs: dict[str, float] | None = None,
+               grad_scale: float = 1.0) -> dict[str, float]:
         """Advance the step count, write the uniform and record the dispatch into ``cpass``.
 
-        ``lrs`` defaults to ``config.lrs(t)`` for the new step ``t``; returns the rates used."""
+        ``lrs`` defaults to ``config.lrs(t)`` for the new step ``t``; returns the rates used.
+        ``grad_scale`` multiplies the gradients as read (1/B after a batch of B views)."""
         if self.layout is None:
             raise RuntimeError("GpuAdam.configure() is needed before encode()")
         self.step += 1
-        self.last_lrs = self.write_uniform(self.step, lrs)
+        self.last_lrs = self.write_uniform(self.step, lrs, grad_scale)
         if self.layout.total == 0:
             return self.last_lrs
         n = self.names

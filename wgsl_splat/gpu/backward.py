@@ -105,11 +105,13 @@ class GpuBackward:
             "grad_image": grad_image, "grad2d": "grad2d"}))
         cpass.dispatch_workgroups(r.tiles_x, r.tiles_y)
 
-    def encode_project(self, cpass, *, stats: bool = True) -> None:
+    def encode_project(self, cpass, *, stats: bool = True, accumulate: bool = False) -> None:
+        """Parameter gradients into ``grads``: written, or with ``accumulate`` added to what the
+        earlier views of a batch left there."""
         if not self.num:
             return
         cpass.set_pipeline(self._project.pipeline("project_backward", {
-            "STATS": int(stats), **self.renderer.sh_constants}))
+            "STATS": int(stats), "ACCUMULATE": int(accumulate), **self.renderer.sh_constants}))
         cpass.set_bind_group(0, self.pool.bind_group(self._project, 0, {
             "rp": "render_params", "params": "params", "splats": "splats", "grad2d": "grad2d",
             "grads": "grads", "stats": "densify_stats", "filter3d": "filter3d"}))

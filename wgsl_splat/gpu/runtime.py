@@ -304,3 +304,36 @@ def select_device(kind: str = "auto", adapter_filter: str | None = None, *,
     if echo is not None:
         echo(line)
     return ctx
+
+
+def device_indices(spec: str) -> list[int]:
+    """``--devices``: ``all`` (every adapter of the default adapter's backend, CPU adapters only
+    when there is nothing else) or comma-separated indices of ``wgsl_splat devices`` (repeats
+    allowed: several devices on one adapter). A one-line :class:`GpuError` for what is not there."""
+    adapters = list_adapters()
+    names = "; ".join(f"{i}: {adapter_summary(a)}" for i, a in enumerate(adapters)) or "none"
+    if spec.strip().lower() == "all":
+        if not adapters:
+            raise NoAdapterError("--devices all: no GPU adapter found")
+        backend = _pick_adapter(None, "high-performance").info.get("backend_type")
+        same = [i for i, a in enumerate(adapters) if a.info.get("backend_type") == backend]
+        real = [i for i in same if adapters[i].info.get("adapter_type") != "CPU"]
+        return real or same[:1]
+    try:
+        indices = [int(part) for part in spec.split(",") if part.strip()]
+    except ValueError:
+        raise GpuError(f"--devices takes 'all' or adapter indices like 0,1, got {spec!r}") from None
+    bad = [i for i in indices if not 0 <= i < len(adapters)]
+    if bad or not indices:
+        raise GpuError(f"--devices {spec}: no adapter {bad[0] if bad else ''} here "
+                       f"(adapters: {names}; see `wgsl_splat devices`)")
+    return indices
+
+
+def open_devices(indices: list[int]) -> list[GpuContext]:
+    """One device per entry of ``indices`` (adapter indices of :func:`list_adapters`); the same
+    index twice opens two devices on that adapter (each from its own adapter object)."""
+    contexts = []
+    for i in indices:
+        contexts.append(create_context(list_adapters()[i]))
+    return contexts

@@ -163,6 +163,13 @@ class GpuTrainStep(TrainStep):
     def holds_target(self, view_id) -> bool:
         return view_id is not None and view_id in self._targets
 
+    def _touch_targets(self, views) -> None:
+        """Mark the batch's resident images most recently used, so that uploading one view of the
+        batch never evicts another (the caller passed None for those)."""
+        for view in views:
+            if view.view_id is not None and view.view_id in self._targets:
+                self._targets.move_to_end(view.view_id)
+
     def _target(self, target: np.ndarray | None, view_id) -> str:
         hit = self._targets.get(view_id) if view_id is not None else None
         if hit is not None:
@@ -198,15 +205,45 @@ class GpuTrainStep(TrainStep):
             self._verify_capacity = False
         self.loss.configure(camera.width, camera.height, "grad_image")
 
-    def step(self, camera: Camera, target: np.ndarray | None, active_sh_degree: int | None = None,
-             view_id=None, noise=None) -> float | None:
-        """One step (``target`` may be None when :meth:`holds_target`); returns None: the loss stays on the device until :meth:`take_losses`."""
+    def step_batch(self, views, active_sh_degree=None, noise=None) -> None:
+        """One step: a submit per view, the last one also holding the update (one submit per step
+        for a single view). The losses stay on the device until :meth:`take_losses`."""
+        self._touch_targets(views)
+        for k, view in enumerate(views):
+            last = k == len(views) - 1
+            self._submit_view(view, active_sh_degree, accumulate=k > 0,
+                              update=(len(views), noise) if last else None)
+
+    def accumulate(self, views, active_sh_degree=None, fresh=True) -> None:
+        self._touch_targets(views)
+        for k, view in enumerate(views):
+            self._submit_view(view, active_sh_degree, accumulate=k > 0 or not fresh)
+
+    def finish(self, batch_size, noise=None) -> None:
+        def update(cpass):
+            for _name, encode in self._update_stages(batch_size, noise):
+                encode(cpass)
+        self._submit("the update of the training step", update)
+
+    def _submit(self, what: str, encode_pass) -> None:
+        with self.ctx.guard(what):
+            enc = self.ctx.device.create_command_encoder(label=what)
+            cpass = enc.begin_compute_pass(label=what)
+            encode_pass(cpass)
+            cpass.end()
+            t = time.perf_counter()
+            self.ctx.queue.submit([enc.finish()])
+            self.blocked_seconds += time.perf_counter() - t
+
+    def _submit_view(self, view, active_sh_degree, *, accumulate: bool, update=None) -> None:
+        """Forward, loss and backward of one view in one submit; ``update = (batch_size, noise)``
+        appends the step's update to it."""
         if self._pending >= self.history:
             self.take_losses_into_buffer()
-        self._begin(camera, active_sh_degree)
-        target_name = self._target(target, view_id)
+        self._begin(view.camera, active_sh_degree)
+        target_name = self._target(view.target, view.view_id)
         slot = self._next_slot
-        stages = self.stages(target_name, slot, noise)
+        stages = self.stages(target_name, slot, accumulate=accumulate, update=update)
         with self.ctx.guard("encoding and submitting the training step"):
             enc = self.ctx.device.create_command_encoder(label="train step")
             if self.profiler is None:
@@ -230,12 +267,15 @@ class GpuTrainStep(TrainStep):
             self.blocked_seconds += time.perf_counter() - t
         self._next_slot = (slot + 1) % self.history
         self._pending += 1
-        self.steps += 1
-        return None
+        if update is not None:
+            self.steps += 1
 
-    def stages(self, target_name: str, slot: int, noise=None) -> list:
-        """``(name, encode(cpass))`` of one step, in order (all in one pass unless profiling);
-        ``noise = (scale, key)``: MCMC's position noise before the update (gsplat's order)."""
+    def stages(self, target_name: str, slot: int, noise=None, *, accumulate: bool = False,
+               update=True) -> list:
+        """``(name, encode(cpass))`` of one view, in order (all in one pass unless profiling).
+        ``accumulate``: add the gradients to the batch's sum so far. ``update``: append the step's
+        update, ``(batch_size, noise)`` or True for ``(1, noise)``; ``noise = (scale, key)`` is
+        MCMC's position noise before the update (gsplat's order)."""
         def loss(cpass):
             self.loss.encode(cpass, image="image", target=target_name, grad="grad_image", slot=slot)
 
@@ -243,11 +283,45 @@ class GpuTrainStep(TrainStep):
         if self.renderer.num:
             stages.append(("raster backward", lambda cpass: self.backward.encode_raster(cpass)))
         stages.append(("project backward", lambda cpass: self.backward.encode_project(
-            cpass, stats=bool(self._state.stat_names))))
+            cpass, stats=bool(self._state.stat_names), accumulate=accumulate)))
+        if update is True:
+            update = (1, noise)
+        if update:
+            stages += self._update_stages(*update)
+        return stages
+
+    def _update_stages(self, batch_size: int, noise) -> list:
+        stages = []
         if noise is not None:
             stages.append(("mcmc noise", lambda cpass: self._state.encode_perturb(cpass, *noise)))
-        stages.append(("adam", lambda cpass: self.adam.encode(cpass)))
+        scale = 1.0 / batch_size
+        stages.append(("adam", lambda cpass: self.adam.encode(cpass, grad_scale=scale)))
         return stages
+
+    # -- data-parallel reduction --------------------------------------------------------------------
+    def synchronize(self) -> None:
+        t = time.perf_counter()
+        # a 4-byte read waits for the queue (queue.on_submitted_work_done fails in wgpu-py 0.32)
+        self.pool.read_array("counters", np.uint32, 1)
+        self.blocked_seconds += time.perf_counter() - t
+
+    def read_reduction(self):
+        grads = self.pool.read_array("grads", np.float32, self.renderer.num_params)
+        if not self._state.stat_names:
+            return grads, np.zeros(0, np.float32)
+        stats = self.backward.read_stats()
+        return np.concatenate([grads, stats[0], stats[1]]), stats[2].copy()
+
+    def write_reduction(self, sums, maxima) -> None:
+        p = self.renderer.num_params
+        self.pool.write("grads", np.ascontiguousarray(sums[:p], np.float32))
+        if self._state.stat_names:
+            self.pool.write("densify_stats", np.concatenate([sums[p:], maxima]).astype(np.float32))
+
+    def clear_stats(self) -> None:
+        if self._state.stat_names:
+            n = max(self.renderer.num, 1)
+            self.pool.write("densify_stats", np.zeros(3 * n, np.float32))
 
     def enable_profiling(self, on: bool = True) -> bool:
         """Time every stage of the following steps with timestamp queries (one pass per stage);

@@ -28,6 +28,7 @@ class CpuTrainStep(TrainStep):
         self._state = HostState(arrays)
         self.last = StepResult(float("nan"))
         self._losses: list[float] = []
+        self._grad_sum: GaussianModel | None = None   # the batch's summed gradients
 
     @property
     def state(self) -> HostState:
@@ -42,29 +43,72 @@ class CpuTrainStep(TrainStep):
     def adam(self) -> AdamState:
         return self._state.arrays.adam
 
-    def step(self, camera, target, active_sh_degree=None, view_id=None, noise=None) -> float:
+    def accumulate(self, views, active_sh_degree=None, fresh=True) -> None:
         from . import render, render_backward
         from .loss import loss_and_grad
 
         a = self._state.arrays
         model = a.model
-        out = render(model, camera, self.background, active_sh_degree=active_sh_degree,
-                     config=self.render_config, filter_3d=self._state.filter_3d)
-        loss, dL_dimage, parts = loss_and_grad(out.image, np.asarray(target, np.float32), self.lambda_dssim)
-        grads = render_backward(model, camera, out, dL_dimage)
-        loss += self._add_regularizers(model, grads.params)
-        if "grad_accum" in a.stats:
-            vis = grads.visible
-            s = a.stats
-            s["grad_accum"][vis] += ndc_grad_norm(grads.screen.means2d[vis], camera.width, camera.height)
-            s["denom"][vis] += 1.0
-            s["max_radii"][vis] = np.maximum(s["max_radii"][vis], out.proj.radii[vis])
+        if fresh or self._grad_sum is None or len(self._grad_sum) != len(model):
+            self._grad_sum = model.zeros_like()
+        for view in views:
+            camera = view.camera
+            out = render(model, camera, self.background, active_sh_degree=active_sh_degree,
+                         config=self.render_config, filter_3d=self._state.filter_3d)
+            loss, dL_dimage, parts = loss_and_grad(out.image, np.asarray(view.target, np.float32),
+                                                   self.lambda_dssim)
+            grads = render_backward(model, camera, out, dL_dimage)
+            loss += self._add_regularizers(model, grads.params)
+            if "grad_accum" in a.stats:
+                vis = grads.visible
+                st = a.stats
+                st["grad_accum"][vis] += ndc_grad_norm(grads.screen.means2d[vis], camera.width,
+                                                      camera.height)
+                st["denom"][vis] += 1.0
+                st["max_radii"][vis] = np.maximum(st["max_radii"][vis], out.proj.radii[vis])
+            for name, g in self._grad_sum.arrays().items():
+                g += grads.params.arrays()[name]
+            self.last = StepResult(loss, parts["l1"], parts["ssim"])
+            self._losses.append(loss)
+
+    def finish(self, batch_size, noise=None) -> None:
+        a = self._state.arrays
+        grads = self._grad_sum
+        if batch_size != 1:   # the gradient of the batch's mean loss (float32, as the GPU's scale)
+            scale = np.float32(1.0 / batch_size)
+            grads = grads.copy()
+            for g in grads.arrays().values():
+                g *= scale
         if noise is not None:   # MCMC: the means move before the update (gsplat's order)
             rows.perturb_means(a, *noise)
-        adam_step(model, grads.params, a.adam, self.config)
-        self.last = StepResult(loss, parts["l1"], parts["ssim"])
-        self._losses.append(loss)
-        return loss
+        adam_step(a.model, grads, a.adam, self.config)
+        self._grad_sum = None
+
+    def read_reduction(self):
+        sums = [g.ravel() for g in self._grad_sum.arrays().values()]
+        st = self._state.arrays.stats
+        if "grad_accum" in st:
+            sums += [st["grad_accum"], st["denom"]]
+            maxima = st["max_radii"].astype(np.float32)
+        else:
+            maxima = np.zeros(0, np.float32)
+        return np.concatenate(sums).astype(np.float32), maxima
+
+    def write_reduction(self, sums, maxima) -> None:
+        o = 0
+        for g in self._grad_sum.arrays().values():
+            g.ravel()[:] = sums[o:o + g.size]
+            o += g.size
+        st = self._state.arrays.stats
+        if "grad_accum" in st:
+            n = len(st["grad_accum"])
+            st["grad_accum"][:] = sums[o:o + n]
+            st["denom"][:] = sums[o + n:o + 2 * n]
+            st["max_radii"][:] = maxima
+
+    def clear_stats(self) -> None:
+        for v in self._state.arrays.stats.values():
+            v[:] = 0
 
     def _add_regularizers(self, model: GaussianModel, grads: GaussianModel) -> float:
         """gsplat's opacity and scale L1 terms: their loss, their gradients added to ``grads``."""
