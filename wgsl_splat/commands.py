@@ -226,6 +226,11 @@ def _replicated_factory(device, devices, world, echo, config, cpu_factory):
         contexts = open_devices(indices)
     except GpuError as exc:
         raise UserError(str(exc)) from None
+    if world is None and len(contexts) == 1:   # nothing to reduce: the plain step, no read-back
+        def single(arrays, optim, background, lambda_dssim, regularizers):
+            return GpuTrainStep(contexts[0], arrays, optim, background, lambda_dssim,
+                                regularizers=regularizers, render_config=config)
+        return single, f"gpu ([{indices[0]}] {contexts[0].name})"
 
     def factory(arrays, optim, background, lambda_dssim, regularizers):
         replicas = [GpuTrainStep(ctx, arrays, optim, background, lambda_dssim,

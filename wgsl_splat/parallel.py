@@ -188,10 +188,6 @@ class ReplicatedStep(TrainStep):
     def blocked_seconds(self) -> float:
         return sum(r.blocked_seconds for r in self.replicas)
 
-    @blocked_seconds.setter
-    def blocked_seconds(self, value) -> None:   # the base class's default; replicas keep their own
-        pass
-
     # -- the step ----------------------------------------------------------------------------------
     def views_of(self, views: list, k: int) -> list:
         """The views of local replica ``k``: every world-th view from its global index."""

@@ -270,12 +270,12 @@ class GpuTrainStep(TrainStep):
         if update is not None:
             self.steps += 1
 
-    def stages(self, target_name: str, slot: int, noise=None, *, accumulate: bool = False,
-               update=True) -> list:
+    def stages(self, target_name: str, slot: int, *, accumulate: bool = False,
+               update: tuple | None = (1, None)) -> list:
         """``(name, encode(cpass))`` of one view, in order (all in one pass unless profiling).
-        ``accumulate``: add the gradients to the batch's sum so far. ``update``: append the step's
-        update, ``(batch_size, noise)`` or True for ``(1, noise)``; ``noise = (scale, key)`` is
-        MCMC's position noise before the update (gsplat's order)."""
+        ``accumulate``: add the gradients to the batch's sum so far. ``update = (batch_size,
+        noise)``: append the step's update (None: none); ``noise = (scale, key)`` is MCMC's
+        position noise before the update (gsplat's order)."""
         def loss(cpass):
             self.loss.encode(cpass, image="image", target=target_name, grad="grad_image", slot=slot)
 
@@ -284,9 +284,7 @@ class GpuTrainStep(TrainStep):
             stages.append(("raster backward", lambda cpass: self.backward.encode_raster(cpass)))
         stages.append(("project backward", lambda cpass: self.backward.encode_project(
             cpass, stats=bool(self._state.stat_names), accumulate=accumulate)))
-        if update is True:
-            update = (1, noise)
-        if update:
+        if update is not None:
             stages += self._update_stages(*update)
         return stages
 
@@ -320,8 +318,10 @@ class GpuTrainStep(TrainStep):
 
     def clear_stats(self) -> None:
         if self._state.stat_names:
-            n = max(self.renderer.num, 1)
-            self.pool.write("densify_stats", np.zeros(3 * n, np.float32))
+            with self.ctx.guard("clearing the statistics"):   # on the device, no upload
+                enc = self.ctx.device.create_command_encoder(label="clear statistics")
+                enc.clear_buffer(self.pool["densify_stats"])
+                self.ctx.queue.submit([enc.finish()])
 
     def enable_profiling(self, on: bool = True) -> bool:
         """Time every stage of the following steps with timestamp queries (one pass per stage);
