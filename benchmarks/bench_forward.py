@@ -6,7 +6,7 @@ Configs (docs/design.md §5): 2 000 Gaussians at 135x240, 10 000 at 490x273, 20 
 Scenes:
   sfm     the built-in default scene's point cloud initialised as in training (from_points: scale
           from the 3 nearest neighbours, opacity 0.1, SH degree 3), seen by its first camera;
-  random  wgsl_splat.random_scene (random Gaussians plus its edge cases: huge splats covering the
+  random  wgsl_splat.tools.random_scene (random Gaussians plus its edge cases: huge splats covering the
           whole image, opaque stacks, splats behind the camera ...): a dense worst case.
 Each figure is the median of ``--runs`` renders after one warm-up render; the GPU time is a full
 ``render()`` with the image read back to the host (encode, one submit, wait, copy).
@@ -37,13 +37,13 @@ CONFIGS = [(2000, 135, 240), (10000, 490, 273), (20000, 270, 480)]
 
 def make_scene(kind: str, n: int, width: int, height: int, seed: int = 0):
     if kind == "sfm":
-        from wgsl_splat.default_scene import make_default_scene
+        from wgsl_splat.data.default_scene import make_default_scene
 
         scene = make_default_scene(width, height, num_cameras=4, num_points=n, seed=seed)
         model = GaussianModel.from_points(scene.points, scene.colors, sh_degree=3)
         return model, scene.cameras[0]
     if kind == "random":
-        from wgsl_splat.random_scene import random_scene
+        from wgsl_splat.tools.random_scene import random_scene
 
         return random_scene(np.random.default_rng(seed), n, width, height, dtype=np.float32)
     raise ValueError(kind)

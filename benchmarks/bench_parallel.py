@@ -20,13 +20,13 @@ import time
 
 import numpy as np
 
-from wgsl_splat.bench import make_scene, machine_info
+from wgsl_splat.tools.bench import make_scene, machine_info
 from wgsl_splat.gpu.runtime import device_indices, open_devices
 from wgsl_splat.gpu.step import GpuTrainStep
-from wgsl_splat.optim import OptimConfig
-from wgsl_splat.parallel import ReplicatedStep
-from wgsl_splat.state import ADC_STATS, HostArrays
-from wgsl_splat.step import View
+from wgsl_splat.training.optim import OptimConfig
+from wgsl_splat.training.parallel import ReplicatedStep
+from wgsl_splat.training.state import ADC_STATS, HostArrays
+from wgsl_splat.training.step import View
 
 
 def timed(step, views, steps: int) -> list[float]:

@@ -3,7 +3,7 @@
     python examples/step_api.py [--steps 300] [--device auto|gpu|cpu] [--out fit.ply]
 
 The same ``TrainStep`` interface runs on the device (``GpuTrainStep``) or on the NumPy reference
-(``CpuTrainStep``); the trainer (``wgsl_splat.trainer``) adds datasets, schedules, densification,
+(``CpuTrainStep``); the trainer (``wgsl_splat.training.trainer``) adds datasets, schedules, densification,
 evaluation and checkpoints around exactly these calls.
 """
 
@@ -11,11 +11,11 @@ from __future__ import annotations
 
 import argparse
 
-from wgsl_splat.default_scene import make_default_scene
+from wgsl_splat.data.default_scene import make_default_scene
 from wgsl_splat.gpu.runtime import select_device
 from wgsl_splat.model import GaussianModel
-from wgsl_splat.optim import OptimConfig
-from wgsl_splat.ply import save_ply
+from wgsl_splat.training.optim import OptimConfig
+from wgsl_splat.data.ply import save_ply
 from wgsl_splat.reference.step import CpuTrainStep
 
 

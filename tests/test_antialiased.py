@@ -16,16 +16,16 @@ from test_gpu_forward import assert_projection_rects_match, compare as compare_f
 from test_gpu_step import VARIANTS, assert_all_ok, fresh_seed, variant_ids
 from test_trainer import run, tiny_config
 from wgsl_splat.camera import Camera
-from wgsl_splat.cli import main
-from wgsl_splat.config import TrainConfig
+from wgsl_splat.app.cli import main
+from wgsl_splat.training.config import TrainConfig
 from wgsl_splat.gpu.renderer import GpuRenderer
 from wgsl_splat.gpu.shaders import SHADER_DIR, ShaderSource, load_source, struct_dtype
 from wgsl_splat.gpu.step import GpuTrainStep
-from wgsl_splat.gradcheck import compare, make_problem
+from wgsl_splat.tools.gradcheck import compare, make_problem
 from wgsl_splat.model import GaussianModel, rgb_to_sh_dc
-from wgsl_splat.optim import AdamState, OptimConfig
-from wgsl_splat.ply import PlyError, load_ply, load_ply_with_mode, save_ply
-from wgsl_splat.random_scene import filter_cameras, random_camera, random_scene
+from wgsl_splat.training.optim import AdamState, OptimConfig
+from wgsl_splat.data.ply import PlyError, load_ply, load_ply_with_mode, save_ply
+from wgsl_splat.tools.random_scene import filter_cameras, random_camera, random_scene
 from wgsl_splat.reference import compute_filter_3d, project, render
 from wgsl_splat.reference.filter3d import fuse_filter_3d, sampling_rates
 from wgsl_splat.reference.loss import psnr
@@ -33,9 +33,9 @@ from wgsl_splat.render_config import (ANTIALIASED, CLASSIC, RenderConfig, Render
                                       render_config)
 from wgsl_splat.reference import rows
 from wgsl_splat.reference.step import CpuTrainStep
-from wgsl_splat.state import HostArrays
+from wgsl_splat.training.state import HostArrays
 from wgsl_splat.strategy import ADC, ADCConfig, StrategyContext
-from wgsl_splat.trainer import filter_3d_refresh_due
+from wgsl_splat.training.trainer import filter_3d_refresh_due
 
 # -- the render configuration ---------------------------------------------------------------------
 
@@ -541,7 +541,7 @@ def test_ply_with_an_unknown_mode_is_one_clear_line(tmp_path, text, message):
 
 
 def test_render_picks_the_mode_from_the_ply_and_warns_on_override(tmp_path):
-    from wgsl_splat.default_scene import make_default_scene
+    from wgsl_splat.data.default_scene import make_default_scene
 
     scene = make_default_scene()
     model = GaussianModel.from_points(scene.points[:300], scene.colors[:300], sh_degree=0)

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 from click.testing import CliRunner
 
-from wgsl_splat.cli import main
+from wgsl_splat.app.cli import main
 
 
 def test_help_lists_commands():
@@ -59,7 +59,7 @@ def test_bad_ply_is_a_clear_error(tmp_path):
 def test_gradcheck_command_passes_and_fails_loudly():
     from click.testing import CliRunner
 
-    from wgsl_splat.cli import main
+    from wgsl_splat.app.cli import main
 
     runner = CliRunner()
     res = runner.invoke(main, ["gradcheck", "-n", "60", "--width", "40", "--height", "30",
@@ -78,7 +78,7 @@ def test_bench_command_reports_both_paths_and_writes_json(tmp_path):
 
     from click.testing import CliRunner
 
-    from wgsl_splat.cli import main
+    from wgsl_splat.app.cli import main
 
     out = tmp_path / "bench.json"
     res = CliRunner().invoke(main, ["bench", "-n", "300", "--width", "64", "--height", "48",
@@ -153,7 +153,7 @@ def test_render_camera_names_cannot_leave_the_output_folder(tmp_path):
 
 def test_nonfinite_ply_is_refused_or_dropped_by_render(tmp_path):
     from wgsl_splat.model import GaussianModel
-    from wgsl_splat.ply import save_ply
+    from wgsl_splat.data.ply import save_ply
 
     model = GaussianModel.random(50, np.random.default_rng(0), sh_degree=0, dtype=np.float32)
     model.means[7] = np.nan

@@ -16,9 +16,9 @@ import pytest
 from PIL import Image
 
 from wgsl_splat.camera import Camera
-from wgsl_splat.colmap import CAMERA_MODELS, qvec_to_rotmat, read_model
-from wgsl_splat.datasets import DatasetError, load_dataset
-from wgsl_splat.image_ops import Distortion, read_image, resize_area, undistort_image
+from wgsl_splat.data.colmap import CAMERA_MODELS, qvec_to_rotmat, read_model
+from wgsl_splat.data.datasets import DatasetError, load_dataset
+from wgsl_splat.data.images import Distortion, read_image, resize_area, undistort_image
 
 DATA = Path(__file__).resolve().parents[1] / ".." / "shared" / "data"
 MOUSE, FOX = DATA / "mouse", DATA / "fox"

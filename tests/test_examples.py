@@ -22,8 +22,8 @@ def test_step_api_example_fits_on_the_gpu(tmp_path, monkeypatch, gpu_ctx):
 
 
 def test_render_orbit_example(tmp_path, monkeypatch, gpu_ctx):
-    from wgsl_splat.ply import save_ply
-    from wgsl_splat.random_scene import random_scene
+    from wgsl_splat.data.ply import save_ply
+    from wgsl_splat.tools.random_scene import random_scene
 
     model, _ = random_scene(np.random.default_rng(0), 200, 32, 32, sh_degree=1, edge_cases=False,
                             dtype=np.float32)

@@ -8,7 +8,7 @@ import pytest
 from wgsl_splat.camera import Camera
 from wgsl_splat.gpu.renderer import GpuRenderer
 from wgsl_splat.model import GaussianModel, rgb_to_sh_dc
-from wgsl_splat.random_scene import random_scene
+from wgsl_splat.tools.random_scene import random_scene
 from wgsl_splat.reference import render
 from wgsl_splat.render_config import CLASSIC
 

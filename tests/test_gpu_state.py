@@ -11,12 +11,12 @@ import pytest
 from test_gpu_step import fresh_seed
 from test_strategy import random_arrays
 from wgsl_splat.gpu.step import GpuTrainStep
-from wgsl_splat.optim import OptimConfig
-from wgsl_splat.random_scene import random_scene
+from wgsl_splat.training.optim import OptimConfig
+from wgsl_splat.tools.random_scene import random_scene
 from wgsl_splat.reference import rows
 from wgsl_splat.reference.step import CpuTrainStep
-from wgsl_splat.state import ADC_STATS, KEEP, NEW, RELOCATE, SPLIT, ADCRound, HostArrays, RowEdit, RowTable
-from wgsl_splat.step import Regularizers
+from wgsl_splat.training.state import ADC_STATS, KEEP, NEW, RELOCATE, SPLIT, ADCRound, HostArrays, RowEdit, RowTable
+from wgsl_splat.training.step import Regularizers
 
 
 def device_state(gpu_ctx, arrays: HostArrays, **kw) -> GpuTrainStep:

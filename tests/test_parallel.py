@@ -1,4 +1,4 @@
-"""Data-parallel training (wgsl_splat.parallel): two devices on one adapter in one process, and
+"""Data-parallel training (wgsl_splat.training.parallel): two devices on one adapter in one process, and
 two MPI ranks on localhost, against the single-device batch."""
 
 from __future__ import annotations
@@ -16,13 +16,13 @@ from click.testing import CliRunner
 from test_batch import batch_problem
 from test_gpu_step import fresh_seed
 from test_trainer import run, tiny_config
-from wgsl_splat.cli import main
+from wgsl_splat.app.cli import main
 from wgsl_splat.gpu.runtime import device_indices, open_devices
 from wgsl_splat.gpu.step import GpuTrainStep
-from wgsl_splat.optim import OptimConfig
-from wgsl_splat.parallel import LocalReducer, ReplicatedStep, parameter_hash
-from wgsl_splat.ply import load_ply
-from wgsl_splat.state import ADC_STATS, HostArrays
+from wgsl_splat.training.optim import OptimConfig
+from wgsl_splat.training.parallel import LocalReducer, ReplicatedStep, parameter_hash
+from wgsl_splat.data.ply import load_ply
+from wgsl_splat.training.state import ADC_STATS, HostArrays
 
 
 @pytest.fixture(scope="module")

@@ -5,7 +5,7 @@ import pytest
 
 from wgsl_splat import Camera, GaussianModel
 from wgsl_splat.model import rgb_to_sh_dc
-from wgsl_splat.random_scene import random_scene
+from wgsl_splat.tools.random_scene import random_scene
 from wgsl_splat.reference import project, render, render_backward
 from wgsl_splat.render_config import CLASSIC
 

@@ -13,11 +13,11 @@ from click.testing import CliRunner
 
 from test_trainer import run, tiny_config
 from wgsl_splat import counter_rng as crng
-from wgsl_splat.cli import main
+from wgsl_splat.app.cli import main
 from wgsl_splat.model import GaussianModel
 from wgsl_splat.reference import rows
 from wgsl_splat.reference.projection import quat_to_rotmat
-from wgsl_splat.state import ADC_STATS, KEEP, NEW, RELOCATE, SPLIT, ADCRound, HostArrays, RowEdit, RowTable
+from wgsl_splat.training.state import ADC_STATS, KEEP, NEW, RELOCATE, SPLIT, ADCRound, HostArrays, RowEdit, RowTable
 from wgsl_splat.strategy import MCMCConfig
 
 
@@ -128,7 +128,7 @@ def test_adc_grows_no_further_than_the_views_observe(tmp_path):
     assert ADC(ADCConfig(), ctx).cap == 1000
     # end to end (NumPy path): the run stops growing at the cap and says why
     from test_trainer import tiny_dataset
-    from wgsl_splat.trainer import training_observations
+    from wgsl_splat.training.trainer import training_observations
 
     obs = training_observations(tiny_dataset())
     assert obs == 3 * 14 * 32 * 32
@@ -141,7 +141,7 @@ def test_adc_grows_no_further_than_the_views_observe(tmp_path):
     # a configuration written before the cap existed resumes without it
     d = cfg.to_dict()
     del d["adc"]["max_params_per_observation"]
-    from wgsl_splat.config import TrainConfig
+    from wgsl_splat.training.config import TrainConfig
     assert TrainConfig.from_dict(d).adc.max_params_per_observation == 0.0
     assert TrainConfig.from_dict(cfg.to_dict()).adc.max_params_per_observation == 0.88
 

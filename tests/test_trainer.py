@@ -8,17 +8,17 @@ import numpy as np
 import pytest
 from click.testing import CliRunner
 
-from wgsl_splat.cli import main
-from wgsl_splat.config import preset
-from wgsl_splat.default_scene import default_dataset
+from wgsl_splat.app.cli import main
+from wgsl_splat.training.config import preset
+from wgsl_splat.data.default_scene import default_dataset
 from wgsl_splat.model import GaussianModel
-from wgsl_splat.optim import AdamState
-from wgsl_splat.ply import load_ply
+from wgsl_splat.training.optim import AdamState
+from wgsl_splat.data.ply import load_ply
 from wgsl_splat.reference import rows
 from wgsl_splat.reference.step import CpuTrainStep
-from wgsl_splat.state import ADCRound, HostArrays
+from wgsl_splat.training.state import ADCRound, HostArrays
 from wgsl_splat.strategy import ADCConfig
-from wgsl_splat.trainer import Trainer, TrainingError
+from wgsl_splat.training.trainer import Trainer, TrainingError
 
 
 def tiny_dataset():

@@ -10,9 +10,9 @@ import pytest
 from click.testing import CliRunner
 
 from test_trainer import run, tiny_config
-from wgsl_splat.cli import main
+from wgsl_splat.app.cli import main
 from wgsl_splat.gpu.step import GpuTrainStep
-from wgsl_splat.ply import load_ply
+from wgsl_splat.data.ply import load_ply
 
 MOUSE = Path(__file__).resolve().parents[2] / "shared" / "data" / "mouse"
 
@@ -117,7 +117,7 @@ def test_densification_is_capped_by_the_adapters_bindings(tmp_path, gpu_factory,
 
 def test_a_model_larger_than_the_adapter_is_one_line_with_the_way_out(tmp_path, small_bindings):
     from wgsl_splat.model import GaussianModel
-    from wgsl_splat.ply import save_ply
+    from wgsl_splat.data.ply import save_ply
 
     save_ply(tmp_path / "big.ply", GaussianModel.random(2000, np.random.default_rng(0),
                                                         sh_degree=3, dtype=np.float32))
@@ -137,7 +137,7 @@ def test_a_model_larger_than_the_adapter_is_one_line_with_the_way_out(tmp_path, 
 
 def test_view_size_beyond_the_adapter_is_one_line(tmp_path):
     from wgsl_splat.model import GaussianModel
-    from wgsl_splat.ply import save_ply
+    from wgsl_splat.data.ply import save_ply
 
     save_ply(tmp_path / "m.ply", GaussianModel.random(10, np.random.default_rng(0), sh_degree=0))
     res = CliRunner().invoke(main, ["view", str(tmp_path / "m.ply"), "--size", "40000x40000"])

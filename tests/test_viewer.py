@@ -14,11 +14,11 @@ import numpy as np
 import pytest
 from click.testing import CliRunner
 
-from wgsl_splat.cli import main
+from wgsl_splat.app.cli import main
 from wgsl_splat.gpu.renderer import GpuRenderer
-from wgsl_splat.ply import save_ply
-from wgsl_splat.random_scene import random_scene
-from wgsl_splat.view_camera import OrbitCamera
+from wgsl_splat.data.ply import save_ply
+from wgsl_splat.tools.random_scene import random_scene
+from wgsl_splat.app.view_camera import OrbitCamera
 
 
 @pytest.fixture(scope="module")
@@ -61,7 +61,7 @@ def scene():
 
 
 def make_viewer(gpu_ctx, model, cam, **kw):
-    from wgsl_splat.viewer import Viewer
+    from wgsl_splat.app.viewer import Viewer
 
     renderer = GpuRenderer(gpu_ctx)
     renderer.upload_model(model)
@@ -177,7 +177,7 @@ def test_train_preview_without_display_warns_and_trains(tmp_path, monkeypatch):
 def test_closing_the_preview_does_not_stop_training(display, tmp_path, monkeypatch):
     import glfw
 
-    from wgsl_splat import viewer as viewer_module
+    from wgsl_splat.app import viewer as viewer_module
 
     opened = []
     real_init = viewer_module.TrainingPreview.__init__

@@ -2,7 +2,7 @@
 
 - :mod:`.runtime`  adapter/device selection (``select_device``), feature and limit detection,
   GPU errors as :class:`~.runtime.GpuError` subclasses;
-- :mod:`.shaders`  WGSL loading from the top-level ``shaders/`` folder with ``#include`` and
+- :mod:`.shaders`  WGSL loading from ``gpu/shaders/`` with ``#include`` and
   ``{{NAME}}`` substitution, explicit bind group layouts, module and pipeline caches;
 - :mod:`.pool`     named device buffers sized by capacity, cached bind groups, counters;
 - :mod:`.sort`     the stable radix sort used by the renderer, and a bitonic sort for comparison;

@@ -1,7 +1,7 @@
 """WGSL source loading, include expansion, compilation and pipeline caching.
 
-Sources live in the repository's top-level ``shaders/`` folder, installed as the package data
-``wgsl_splat.shaders`` (see :data:`SHADER_DIR`). A line ``#include "common.wgsl"``
+Sources live in ``wgsl_splat/gpu/shaders/``, next to this loader, shipped as package data (see
+:data:`SHADER_DIR`). A line ``#include "common.wgsl"``
 is replaced by that file's text (each file is included at most once per module, recursively);
 ``{{NAME}}`` is substituted from the ``defines`` mapping (for things that WGSL ``override``
 constants cannot express, e.g. array lengths of workgroup memory, or which file an ``#include``
@@ -41,13 +41,10 @@ from .runtime import GpuContext, ShaderCompileError, convert_wgpu_error
 
 
 def _shader_dir():
-    """The folder of WGSL sources. Installed (a wheel, ``pip install .``, or ``pip install -e .``,
-    whose import hook maps the package onto the checkout's ``shaders/``) it is the package data
-    ``wgsl_splat.shaders``; a checkout imported without installing reads ``shaders/`` directly."""
-    try:
-        return importlib.resources.files("wgsl_splat.shaders")
-    except ModuleNotFoundError:
-        return Path(__file__).resolve().parents[2] / "shaders"
+    """The folder of WGSL sources: ``wgsl_splat/gpu/shaders/``, package data of ``wgsl_splat.gpu``
+    (found through ``importlib.resources`` the same way in a wheel, a plain and an editable
+    install)."""
+    return importlib.resources.files("wgsl_splat.gpu") / "shaders"
 
 
 SHADER_DIR = _shader_dir()

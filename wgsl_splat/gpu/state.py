@@ -1,5 +1,5 @@
 """The GPU path's training state: the per-Gaussian arrays stay in device buffers and densification
-edits them there (:mod:`wgsl_splat.state`; NumPy semantics: :mod:`wgsl_splat.reference.rows`).
+edits them there (:mod:`wgsl_splat.training.state`; NumPy semantics: :mod:`wgsl_splat.reference.rows`).
 
 Buffers (the step's pool): ``params``, ``adam_m``, ``adam_v`` in the flat layout (means 3N |
 log-scales 3N | quats 4N | opacity N | SH 3KN) and, for ADC, ``densify_stats`` (grad_accum N |
@@ -21,7 +21,7 @@ import numpy as np
 
 from ..model import PARAM_FLOATS, inverse_sigmoid, param_offsets
 from ..reference import rows
-from ..state import ADCRound, DensifyReport, HostArrays, RowEdit, RowTable, TrainState
+from ..training.state import ADCRound, DensifyReport, HostArrays, RowEdit, RowTable, TrainState
 from .adam import ParamLayout
 from .pool import UNIFORM_USAGE, buffer_usage
 from .sort import PrefixScan, grid_2d

@@ -31,10 +31,10 @@ import numpy as np
 
 from ..camera import Camera
 from ..model import GaussianModel
-from ..optim import AdamState, OptimConfig
+from ..training.optim import AdamState, OptimConfig
 from ..render_config import RenderConfig
-from ..state import ADC_STATS, HostArrays
-from ..step import DEFAULT_LAMBDA_DSSIM, Regularizers, TrainStep
+from ..training.state import ADC_STATS, HostArrays
+from ..training.step import DEFAULT_LAMBDA_DSSIM, Regularizers, TrainStep
 from .adam import GpuAdam, ParamLayout
 from .backward import GRAD2D_FLOATS, GpuBackward
 from .filter3d import Filter3D
@@ -60,7 +60,7 @@ class GpuGradients:
 
 
 class GpuTrainStep(TrainStep):
-    """:class:`~wgsl_splat.step.TrainStep` on the device (see the module docstring)."""
+    """:class:`~wgsl_splat.training.step.TrainStep` on the device (see the module docstring)."""
 
     def __init__(self, ctx: GpuContext, model: GaussianModel | HostArrays, config: OptimConfig,
                  background=(0.0, 0.0, 0.0), lambda_dssim: float = DEFAULT_LAMBDA_DSSIM,

@@ -1,5 +1,5 @@
 """Row operations on the host: the semantics the device kernels (shaders/rows.wgsl, adc.wgsl,
-mcmc.wgsl) implement and are tested against. See :mod:`wgsl_splat.state` for the row table.
+mcmc.wgsl) implement and are tested against. See :mod:`wgsl_splat.training.state` for the row table.
 
 Decisions are taken in float32 on the same values the device sees, and every threshold is
 compared where no transcendental function is needed (logits instead of opacities, log-scales
@@ -19,8 +19,8 @@ import numpy as np
 
 from .. import counter_rng as crng
 from ..model import inverse_sigmoid
-from ..optim import AdamState
-from ..state import (ADC_STATS, KEEP, NEW, RELOCATE, SPLIT, ADCRound, DensifyReport, HostArrays,
+from ..training.optim import AdamState
+from ..training.state import (ADC_STATS, KEEP, NEW, RELOCATE, SPLIT, ADCRound, DensifyReport, HostArrays,
                      RowEdit, RowTable)
 from .projection import filter_3d_scales, quat_to_rotmat
 

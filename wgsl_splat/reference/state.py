@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..state import ADCRound, DensifyReport, HostArrays, RowEdit, RowTable, TrainState
+from ..training.state import ADCRound, DensifyReport, HostArrays, RowEdit, RowTable, TrainState
 from . import rows
 
 

@@ -5,16 +5,16 @@ from __future__ import annotations
 import numpy as np
 
 from ..model import GaussianModel
-from ..optim import AdamState, OptimConfig, adam_step
+from ..training.optim import AdamState, OptimConfig, adam_step
 from ..render_config import RenderConfig
-from ..state import HostArrays
-from ..step import DEFAULT_LAMBDA_DSSIM, Regularizers, StepResult, TrainStep, ndc_grad_norm
+from ..training.state import HostArrays
+from ..training.step import DEFAULT_LAMBDA_DSSIM, Regularizers, StepResult, TrainStep, ndc_grad_norm
 from . import rows
 from .state import HostState
 
 
 class CpuTrainStep(TrainStep):
-    """:class:`~wgsl_splat.step.TrainStep` with the NumPy reference (render, loss, exact backward,
+    """:class:`~wgsl_splat.training.step.TrainStep` with the NumPy reference (render, loss, exact backward,
     Adam) on a :class:`~wgsl_splat.reference.state.HostState`."""
 
     def __init__(self, model: GaussianModel | HostArrays, config: OptimConfig,
@@ -22,7 +22,7 @@ class CpuTrainStep(TrainStep):
                  adam: AdamState | None = None, *, regularizers: Regularizers = Regularizers(),
                  render_config: RenderConfig | None = None):
         """``model``: the parameters (fresh moments, or ``adam``, and ADC's statistics), or the
-        whole state as :class:`~wgsl_splat.state.HostArrays` (what the trainer passes)."""
+        whole state as :class:`~wgsl_splat.training.state.HostArrays` (what the trainer passes)."""
         super().__init__(config, background, lambda_dssim, regularizers, render_config)
         arrays = HostArrays.of(model, adam)
         self._state = HostState(arrays)

@@ -7,7 +7,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from ..reference.rows import MAX_SPLIT_SAMPLES, STREAM_SPLIT, stream
-from ..state import ADC_STATS, ADCRound, TrainState
+from ..training.state import ADC_STATS, ADCRound, TrainState
 from .base import Strategy, StrategyError
 
 

@@ -4,7 +4,7 @@ The trainer's loop is: pick a view → step → :meth:`Strategy.after_step` → 
 strategy owns its configuration and schedule, says which statistics the backward pass must
 accumulate (:attr:`Strategy.stat_names`), which regularisers the loss carries and whether the step
 perturbs the means, and edits the training state only through its row operations
-(:class:`wgsl_splat.state.TrainState`), which run where the state lives (NumPy or the device).
+(:class:`wgsl_splat.training.state.TrainState`), which run where the state lives (NumPy or the device).
 """
 
 from __future__ import annotations
@@ -13,8 +13,8 @@ from abc import ABC, abstractmethod
 from dataclasses import dataclass
 from typing import Callable, ClassVar
 
-from ..state import TrainState
-from ..step import Regularizers
+from ..training.state import TrainState
+from ..training.step import Regularizers
 
 
 class StrategyError(ValueError):

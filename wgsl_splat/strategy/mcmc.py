@@ -20,7 +20,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from ..reference.rows import STREAM_ADD, STREAM_RELOCATE, stream
-from ..state import TrainState
+from ..training.state import TrainState
 from .base import Regularizers, Strategy, StrategyError
 
 

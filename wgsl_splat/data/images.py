@@ -265,7 +265,7 @@ class ImageCache:
         """Store ``arr`` (uint8); on failure try the next candidate. False when nothing could."""
         from PIL import Image
 
-        from .atomic_io import atomic_open
+        from ..atomic_io import atomic_open
 
         while True:
             directory = self.directory

@@ -1,7 +1,7 @@
 """The training loop shared by both paths: schedules, SH growth, densification, evaluation,
 outputs, checkpoints and resume.
 
-The loop talks to a :class:`~wgsl_splat.step.TrainStep` (NumPy or GPU) and to a dataset object with
+The loop talks to a :class:`~wgsl_splat.training.step.TrainStep` (NumPy or GPU) and to a dataset object with
 ``cameras``, ``train_indices``, ``test_indices``, ``load_image(i)``, ``points``, ``point_colors``,
 ``scene_extent()``, ``bounds()``, ``background`` and ``notes``.
 
@@ -9,7 +9,7 @@ Outputs in ``out_dir``: ``cfg.json``, ``train.log``, ``metrics.json``,
 ``point_cloud/iteration_K/point_cloud.ply`` (3DGS layout), ``checkpoints/ckpt_K.npz`` (parameters,
 Adam state, densification statistics, RNG state, camera order, the run's configuration — written
 atomically, the last two kept), and ``test/iteration_K/*.png`` renders of the evaluated views.
-One folder holds one run (the CLI enforces it, :mod:`wgsl_splat.run_dir`), so the checkpoints in
+One folder holds one run (the CLI enforces it, :mod:`wgsl_splat.app.run_dir`), so the checkpoints in
 ``checkpoints/`` form one history and "the last two" and "latest" are well defined.
 
 Nothing non-finite is ever written: the parameters are checked before every PLY and checkpoint,
@@ -29,15 +29,15 @@ from dataclasses import dataclass, field, replace
 
 import numpy as np
 
-from .atomic_io import save_npz, write_json
+from ..atomic_io import save_npz, write_json
 from .config import TrainConfig
 from .evaluation import Lpips, evaluate_views
-from .model import PARAM_GROUPS, SH_C0, GaussianModel, floats_per_gaussian
+from ..model import PARAM_GROUPS, SH_C0, GaussianModel, floats_per_gaussian
 from .optim import AdamState
-from .reference.rows import STREAM_NOISE, stream
+from ..reference.rows import STREAM_NOISE, stream
 from .state import HostArrays
 from .step import TrainStep, View
-from .strategy import Strategy, StrategyContext, StrategyError, make_strategy
+from ..strategy import Strategy, StrategyContext, StrategyError, make_strategy
 
 CHECKPOINTS_KEPT = 2
 # A Gaussian this many times larger than the scene (the camera rig's radius) has blown up: healthy
@@ -233,7 +233,7 @@ class Trainer:
     def train_target(self, i: int) -> np.ndarray | None:
         """View ``i``'s image for a step, or None when the step keeps it resident already (the GPU
         path uploads each view once): no float copy of the training images is kept on the host,
-        the dataset holds them decoded as 8-bit (:meth:`~wgsl_splat.datasets.Dataset.preload`)."""
+        the dataset holds them decoded as 8-bit (:meth:`~wgsl_splat.data.datasets.Dataset.preload`)."""
         if self.step.holds_target(i):
             return None
         return np.ascontiguousarray(self.dataset.load_image(i), dtype=np.float32)
@@ -310,7 +310,7 @@ class Trainer:
 
     # -- outputs ------------------------------------------------------------------------------------
     def save_ply(self, iteration: int) -> str:
-        from .ply import save_ply
+        from ..data.ply import save_ply
 
         model = self.step.get_model()
         self.require_sane(model, iteration, "PLY")

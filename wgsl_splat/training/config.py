@@ -6,8 +6,8 @@ import dataclasses
 from dataclasses import dataclass, field
 
 from .optim import OptimConfig
-from .render_config import check_mode
-from .strategy import STRATEGIES, ADCConfig, MCMCConfig
+from ..render_config import check_mode
+from ..strategy import STRATEGIES, ADCConfig, MCMCConfig
 
 
 @dataclass

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .camera import Camera
+from ..camera import Camera
 
 __all__ = ["SceneData", "make_default_scene", "raycast", "scene_extent", "WORLD_UP"]
 
@@ -375,7 +375,7 @@ def scene_extent(cameras: list[Camera]) -> float:
 
 def default_dataset(*, resolution: int = 1, eval_split: bool = False, width: int = 192, height: int = 192,
                     num_cameras: int = 32, num_points: int = 3000, background=(0.0, 0.0, 0.0)):
-    """The embedded scene as a :class:`~wgsl_splat.datasets.Dataset` (what ``train`` uses when no
+    """The embedded scene as a :class:`~wgsl_splat.data.datasets.Dataset` (what ``train`` uses when no
     data path is given): ``width``×``height`` divided by ``resolution``, every 8th view held out
     with ``eval_split``."""
     from .datasets import Dataset, check_downscale

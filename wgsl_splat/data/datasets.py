@@ -37,9 +37,9 @@ from pathlib import Path
 
 import numpy as np
 
-from .camera import Camera
+from ..camera import Camera
 from .colmap import ColmapError, find_model, read_model
-from .image_ops import (IMAGE_EXTENSIONS, Distortion, ImageCache, ImageReadError, image_has_alpha,
+from .images import (IMAGE_EXTENSIONS, Distortion, ImageCache, ImageReadError, image_has_alpha,
                         max_outside_pixels, read_image, read_image_size, reason, resize_area,
                         to_u8, undistort_image, user_cache_root)
 

@@ -29,9 +29,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .atomic_io import atomic_open
-from .model import GaussianModel, num_sh_coeffs
-from .render_config import RENDER_MODES
+from ..atomic_io import atomic_open
+from ..model import GaussianModel, num_sh_coeffs
+from ..render_config import RENDER_MODES
 
 __all__ = ["PlyError", "NonFinitePlyError", "save_ply", "load_ply", "load_ply_with_mode",
            "ply_property_names"]
@@ -109,7 +109,7 @@ def save_ply(path, model: GaussianModel, render_mode: str = "classic",
         raise ValueError(f"unknown render mode {render_mode!r}")
     comments = [f"{_MODE_COMMENT} {render_mode}"]
     if render_mode == "antialiased" and filter_3d is not None:
-        from .reference.filter3d import fuse_filter_3d
+        from ..reference.filter3d import fuse_filter_3d
 
         model = fuse_filter_3d(model, filter_3d)
         comments.append(_FUSED_COMMENT)

@@ -21,7 +21,7 @@ import time
 
 import numpy as np
 
-from .atomic_io import save_png
+from ..atomic_io import save_png
 from .view_camera import OrbitCamera
 
 
@@ -91,7 +91,7 @@ class Viewer:
     def _setup_surface(self) -> None:
         from rendercanvas.glfw import get_glfw_present_info  # noqa: PLC0415
 
-        from .gpu.shaders import load_source, struct_dtype  # noqa: PLC0415
+        from ..gpu.shaders import load_source, struct_dtype  # noqa: PLC0415
 
         wgpu = _wgpu()
         device = self.ctx.device

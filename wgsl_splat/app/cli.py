@@ -11,7 +11,7 @@ import sys
 
 import click
 
-from .errors import UserError
+from ..errors import UserError
 
 
 class SplatGroup(click.Group):
@@ -21,7 +21,7 @@ class SplatGroup(click.Group):
         try:
             return super().invoke(ctx)
         except Exception as exc:  # noqa: BLE001 - only GpuError is converted, the rest re-raised
-            from .gpu.runtime import GpuError
+            from ..gpu.runtime import GpuError
 
             if isinstance(exc, GpuError):
                 raise click.ClickException(f"GPU error: {exc}\n(--device cpu runs the NumPy path)") from None

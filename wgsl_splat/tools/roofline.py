@@ -93,9 +93,9 @@ class Work:
 def measure_limits(ctx, repeats: int = 5, copy_bytes: int = 32 << 20) -> Limits:
     """Measure :class:`Limits` on ``ctx`` (under a second on lavapipe): medians of ``repeats``
     timestamp-query timings (host timing without timestamp queries)."""
-    from .gpu.pool import BufferPool
-    from .gpu.profiler import StageTimer
-    from .gpu.shaders import ShaderLibrary
+    from ..gpu.pool import BufferPool
+    from ..gpu.profiler import StageTimer
+    from ..gpu.shaders import ShaderLibrary
 
     pool = BufferPool(ctx)
     lib = ShaderLibrary(ctx)

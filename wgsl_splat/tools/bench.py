@@ -52,8 +52,8 @@ class Config:
 
 def make_scene(n: int, width: int, height: int, seed: int = 0):
     """(model, camera, target image, scene extent) of the benchmark scene."""
-    from .default_scene import make_default_scene
-    from .model import GaussianModel
+    from ..data.default_scene import make_default_scene
+    from ..model import GaussianModel
 
     scene = make_default_scene(width, height, num_cameras=2, num_points=n, seed=seed)
     model = GaussianModel.from_points(scene.points, scene.colors, sh_degree=3)
@@ -72,9 +72,9 @@ def bench_gpu(ctx, cfg: Config, steps: int, warmup: int, stages: bool = True,
     """Per render mode, the GPU figures of the module docstring. With several modes the timed
     loops alternate between them step by step, so a machine whose speed drifts (a shared VM) skews
     every mode alike and their ratio stays meaningful."""
-    from .gpu.step import GpuTrainStep
-    from .optim import OptimConfig
-    from .render_config import render_config
+    from ..gpu.step import GpuTrainStep
+    from ..training.optim import OptimConfig
+    from ..render_config import render_config
     from .roofline import roofline, step_work
 
     model, cam, target, extent = make_scene(cfg.n, cfg.width, cfg.height)
@@ -144,9 +144,9 @@ def bench_gpu(ctx, cfg: Config, steps: int, warmup: int, stages: bool = True,
 
 def bench_cpu(cfg: Config, steps: int, warmup: int, mode: str = "classic") -> dict:
     """The NumPy path with fenced host timing per stage (the same calls as CpuTrainStep.step)."""
-    from .optim import AdamState, OptimConfig, adam_step
-    from .reference import compute_filter_3d, loss_and_grad, render, render_backward
-    from .render_config import render_config
+    from ..training.optim import AdamState, OptimConfig, adam_step
+    from ..reference import compute_filter_3d, loss_and_grad, render, render_backward
+    from ..render_config import render_config
 
     model, cam, target, extent = make_scene(cfg.n, cfg.width, cfg.height)
     model = model.astype(np.float32)

@@ -8,8 +8,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from .camera import Camera
-from .model import GaussianModel, num_sh_coeffs
+from ..camera import Camera
+from ..model import GaussianModel, num_sh_coeffs
 
 
 def random_camera(rng: np.random.Generator, width: int, height: int, distance: float = 4.0,

@@ -25,7 +25,7 @@ from typing import Callable
 
 import numpy as np
 
-from .model import PARAM_GROUPS, GaussianModel
+from ..model import PARAM_GROUPS, GaussianModel
 
 #: Learning-rate groups. ``sh`` is split: coefficient 0 is ``sh_dc``, 1..K-1 are ``sh_rest``.
 LR_GROUPS = ("means", "log_scales", "quats", "opacity_logits", "sh_dc", "sh_rest")

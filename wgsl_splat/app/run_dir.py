@@ -15,7 +15,7 @@ from __future__ import annotations
 import os
 import shutil
 
-from .atomic_io import remove_orphan_temps
+from ..atomic_io import remove_orphan_temps
 
 LOCK_FILE = ".lock"
 # Everything a training run writes into its folder (the test/train folders hold evaluation renders).

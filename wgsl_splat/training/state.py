@@ -31,7 +31,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from .model import GaussianModel
+from ..model import GaussianModel
 from .optim import AdamState
 
 KEEP, NEW, SPLIT, RELOCATE = 0, 1, 2, 3

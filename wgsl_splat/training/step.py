@@ -5,9 +5,9 @@ A step renders each view of its batch (one by default), computes the loss ``(1-Î
 statistics the strategy asked for (every view counts as one observation, as in gsplat), optionally
 perturbs the means (MCMC) and applies one Adam update in place with the gradient of the batch's
 mean loss: the views' gradients are summed into one buffer and the update reads the sum times
-1/B. A data-parallel step (``wgsl_splat.parallel``) splits the same two halves, :meth:`accumulate`
+1/B. A data-parallel step (``wgsl_splat.training.parallel``) splits the same two halves, :meth:`accumulate`
 and :meth:`finish`, across replicas and sums their gradients in between. The step owns
-the run's :class:`~wgsl_splat.state.TrainState`, where densification edits the rows.
+the run's :class:`~wgsl_splat.training.state.TrainState`, where densification edits the rows.
 ``wgsl_splat.reference.step.CpuTrainStep`` does it with the NumPy reference,
 ``wgsl_splat.gpu.step.GpuTrainStep`` on the device; the trainer loop only talks to this interface.
 """
@@ -19,10 +19,10 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .camera import Camera
-from .model import GaussianModel
+from ..camera import Camera
+from ..model import GaussianModel
 from .optim import OptimConfig
-from .render_config import CLASSIC, RenderConfig
+from ..render_config import CLASSIC, RenderConfig
 from .state import TrainState
 
 DEFAULT_LAMBDA_DSSIM = 0.2
@@ -77,7 +77,7 @@ class TrainStep(ABC):
     renderer = None
     #: Set by the trainer before a step when a stop signal arrived. After the step,
     #: :attr:`stop_agreed` says whether the run stops now: every process of a distributed run
-    #: agrees through its reduction (wgsl_splat.parallel), so all stop after the same step.
+    #: agrees through its reduction (wgsl_splat.training.parallel), so all stop after the same step.
     stop_requested: bool = False
 
     @property
@@ -120,7 +120,7 @@ class TrainStep(ABC):
         """One optimisation step on one view. ``view_id`` names the view so that a path may keep
         ``target`` resident (the GPU path uploads each view's image once); the caller promises the
         same id always comes with the same image. ``noise = (scale, key)``: perturb the means
-        before the update (:meth:`~wgsl_splat.state.TrainState.perturb_means`). The losses stay
+        before the update (:meth:`~wgsl_splat.training.state.TrainState.perturb_means`). The losses stay
         with the step until :meth:`take_losses` (the GPU path keeps them on the device)."""
         self.step_batch([View(camera, target, view_id)], active_sh_degree, noise)
 
@@ -142,7 +142,7 @@ class TrainStep(ABC):
     def finish(self, batch_size: int, noise: tuple[float, int] | None = None) -> None:
         """The update of the step: MCMC's noise, then Adam with the summed gradients Ã— 1/batch_size."""
 
-    # -- data-parallel reduction (wgsl_splat.parallel): what replicas exchange between the halves --
+    # -- data-parallel reduction (wgsl_splat.training.parallel): what replicas exchange between the halves --
     def synchronize(self) -> None:
         """Wait until the device has done the submitted work (the time counts as blocked); the
         NumPy path has nothing in flight."""

@@ -16,10 +16,10 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .camera import Camera
-from .model import GaussianModel
+from ..camera import Camera
+from ..model import GaussianModel
 from .random_scene import filter_cameras, random_scene
-from .render_config import CLASSIC, RenderConfig
+from ..render_config import CLASSIC, RenderConfig
 
 TOLERANCE = 1e-3
 
@@ -50,10 +50,10 @@ L1_KINK_MARGIN = 1e-3
 
 def _reference_args(model: GaussianModel, cam: Camera, config: RenderConfig) -> dict:
     """Render arguments of the reference for ``config``: antialiased, the 3D filter from the
-    test cameras of :func:`~wgsl_splat.random_scene.filter_cameras` (those a test hands the step)."""
+    test cameras of :func:`~wgsl_splat.tools.random_scene.filter_cameras` (those a test hands the step)."""
     if not config.antialiased:
         return {}
-    from .reference import compute_filter_3d
+    from ..reference import compute_filter_3d
 
     return dict(config=config, filter_3d=compute_filter_3d(model.means, filter_cameras(cam), config))
 
@@ -65,7 +65,7 @@ def away_from_thresholds(model: GaussianModel, cam: Camera, background, rng,
     opacity logit +0.05 (or below the α clamp), DC colour +0.02, mean moved by ~1e-3. At such points float32 and float64
     may decide differently and the gradient jumps, so a comparison there measures the jump, not the
     kernels. Decided from the reference alone; the scene keeps all its edge cases."""
-    from .reference import render
+    from ..reference import render
 
     model = model.copy()
     for _ in range(rounds):
@@ -99,7 +99,7 @@ def make_problem(seed: int, n: int, width: int, height: int, sh_degree: int = 3,
     so the comparison is made where the loss is differentiable (decided from the reference alone);
     likewise the model is kept off the forward pass's discrete decisions (:func:`away_from_thresholds`).
     """
-    from .reference import render
+    from ..reference import render
 
     rng = np.random.default_rng(seed)
     model, cam = random_scene(rng, n=n, width=width, height=height, sh_degree=sh_degree,
@@ -173,7 +173,7 @@ def threshold_splats(out, camera: Camera, margin: float = THRESHOLD_MARGIN) -> n
 def compare(step, model: GaussianModel, cam: Camera, target: np.ndarray,
             active_sh_degree: int | None = None, tolerance: float = TOLERANCE) -> list[GroupError]:
     """Loss-driven comparison of one step's gradients (``step``: a GpuTrainStep holding ``model``)."""
-    from .reference import loss_and_grad, render, render_backward
+    from ..reference import loss_and_grad, render, render_backward
 
     m64 = model.astype(np.float64)
     out = render(m64, cam, step.background, active_sh_degree=active_sh_degree, **_mode(step))
@@ -190,7 +190,7 @@ def compare(step, model: GaussianModel, cam: Camera, target: np.ndarray,
 def compare_backward(step, model: GaussianModel, cam: Camera, dL_dimage: np.ndarray,
                      active_sh_degree: int | None = None) -> list[GroupError]:
     """The backward passes alone, from a given dL/dimage (no loss)."""
-    from .reference import render, render_backward
+    from ..reference import render, render_backward
 
     m64 = model.astype(np.float64)
     out = render(m64, cam, step.background, active_sh_degree=active_sh_degree, **_mode(step))

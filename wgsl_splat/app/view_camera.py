@@ -6,7 +6,7 @@ import math
 
 import numpy as np
 
-from .camera import Camera
+from ..camera import Camera
 
 
 def _normalize(v) -> np.ndarray:

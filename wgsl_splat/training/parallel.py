@@ -1,16 +1,16 @@
 """Data-parallel training: one replica of the training state per device, on one machine or many.
 
 A batch of B views is split across G replicas (view j goes to replica j mod G). Each replica runs
-:meth:`~wgsl_splat.step.TrainStep.accumulate` on its views, then the replicas' gradient sums and
+:meth:`~wgsl_splat.training.step.TrainStep.accumulate` on its views, then the replicas' gradient sums and
 densification statistics are reduced -- summed (gradients, grad_accum, denom) and maxed
 (max_radii) -- and the same reduced arrays are written back to every replica, which then applies
-the identical update (:meth:`~wgsl_splat.step.TrainStep.finish`). Replicas therefore stay
+the identical update (:meth:`~wgsl_splat.training.step.TrainStep.finish`). Replicas therefore stay
 bit-identical: same parameters, same statistics, same densification decisions (same seed). Every
 ``check_every`` steps a hash of each replica's parameters is compared; a difference is an error
 that names the step.
 
 Only the first replica keeps the statistics accumulated before the step; the others start the
-step from zero (:meth:`~wgsl_splat.step.TrainStep.clear_stats`), so the sum counts the earlier
+step from zero (:meth:`~wgsl_splat.training.step.TrainStep.clear_stats`), so the sum counts the earlier
 totals once.
 
 Two reducers: :class:`LocalReducer` (devices of one process, summed on the host in replica
@@ -85,7 +85,7 @@ def mpi_world() -> MpiReducer:
     try:
         from mpi4py import MPI
     except ImportError as exc:
-        from .errors import UserError
+        from ..errors import UserError
 
         raise UserError(f"--distributed needs MPI for Python ({exc}): pip install "
                         f"'wgsl_splat[mpi]', then run under mpirun -n K or srun") from None
@@ -155,7 +155,7 @@ class ReplicatedState(TrainState):
 
 
 class ReplicatedStep(TrainStep):
-    """A :class:`~wgsl_splat.step.TrainStep` over replicas (module doc). ``replicas``: this
+    """A :class:`~wgsl_splat.training.step.TrainStep` over replicas (module doc). ``replicas``: this
     process's steps, all built from the same state; ``reducer``: how they meet the other
     processes' (``rank``-th of ``size`` processes, each with the same number of replicas)."""
 

@@ -3,7 +3,7 @@
 3DGS's ``render.py`` saves every test render and its ground truth as 8-bit PNGs
 (``torchvision.utils.save_image``: clip to [0, 1], ``floor(x·255 + 0.5)``) and ``metrics.py`` reads
 those PNGs back. So the published figures are on 8-bit images: we quantise the render and the
-ground truth the same way (:func:`wgsl_splat.image_ops.to_u8`, the function that writes our PNGs)
+ground truth the same way (:func:`wgsl_splat.data.images.to_u8`, the function that writes our PNGs)
 before any metric, and the renders we save are exactly the images we scored.
 
 Per view: PSNR (float64 MSE over all pixels and channels), SSIM (11×11 Gaussian window, σ 1.5, zero
@@ -23,9 +23,9 @@ import time
 
 import numpy as np
 
-from .atomic_io import safe_file_stem, save_png
-from .image_ops import to_u8
-from .reference.loss import psnr, ssim
+from ..atomic_io import safe_file_stem, save_png
+from ..data.images import to_u8
+from ..reference.loss import psnr, ssim
 
 METRICS = ("psnr", "ssim", "l1")
 

@@ -8,11 +8,11 @@ import time
 
 import numpy as np
 
-from .atomic_io import save_png
-from .camera import Camera
-from .errors import UserError
-from .model import GaussianModel
-from .render_config import CLASSIC, RenderConfig, render_config
+from ..atomic_io import save_png
+from ..camera import Camera
+from ..errors import UserError
+from ..model import GaussianModel
+from ..render_config import CLASSIC, RenderConfig, render_config
 
 
 def load_cameras_json(path) -> list[Camera]:
@@ -35,7 +35,7 @@ def load_model_and_mode(path, drop_nonfinite: bool = False) -> tuple[GaussianMod
     """The model of a PLY and the render mode its header declares (one-line errors)."""
     import click
 
-    from .ply import NonFinitePlyError, PlyError, load_ply_with_mode
+    from ..data.ply import NonFinitePlyError, PlyError, load_ply_with_mode
 
     if not os.path.isfile(path):
         raise UserError(f"model file not found: {path}")
@@ -65,7 +65,7 @@ def render_mode_for(model_mode: str, antialiased: bool | None, echo) -> RenderCo
 def gpu_context(device: str, adapter_filter: str | None = None, echo=None, why: str = ""):
     """The GPU context for ``--device`` (``None``: use the NumPy path), adapter errors turned into a
     :class:`UserError` that starts with ``why`` (e.g. "the viewer renders on the GPU")."""
-    from .gpu.runtime import GpuError, select_device
+    from ..gpu.runtime import GpuError, select_device
 
     try:
         return select_device(device, adapter_filter, echo=echo)
@@ -75,7 +75,7 @@ def gpu_context(device: str, adapter_filter: str | None = None, echo=None, why: 
 
 def upload_to_gpu(renderer, model, way_out: str) -> None:
     """``renderer.upload_model(model)``, a model too large for the adapter a one-line error."""
-    from .gpu.renderer import ModelTooLargeError
+    from ..gpu.renderer import ModelTooLargeError
 
     try:
         renderer.upload_model(model)
@@ -89,7 +89,7 @@ def make_renderer(device: str, adapter_filter: str | None = None, echo=None,
     The GPU renderer keeps the model resident and re-uploads only when another model is passed;
     the NumPy path renders in bounded memory (:func:`~wgsl_splat.reference.render_image`).
     Antialiased models come from PLYs with their 3D filter fused in: rendered with a zero filter."""
-    from .reference import render_image
+    from ..reference import render_image
 
     def cpu(model, camera, background):
         return render_image(model, camera, background, config=config)
@@ -97,7 +97,7 @@ def make_renderer(device: str, adapter_filter: str | None = None, echo=None,
     ctx = None if device == "cpu" else gpu_context(device, adapter_filter, echo)
     if ctx is None:
         return cpu, "cpu (NumPy reference)"
-    from .gpu.renderer import GpuRenderer
+    from ..gpu.renderer import GpuRenderer
 
     renderer = GpuRenderer(ctx, config=config)
     uploaded = {"model": None}
@@ -122,7 +122,7 @@ def render(model_path, data, camera_json, out_dir, background, limit, device, re
     """
     import click
 
-    from .atomic_io import safe_file_stem
+    from ..atomic_io import safe_file_stem
 
     model, mode = load_model_and_mode(model_path, drop_nonfinite) if model_path else (None, "classic")
     dataset = load_training_data(data, resolution, False, background)
@@ -157,11 +157,11 @@ def render(model_path, data, camera_json, out_dir, background, limit, device, re
 
 
 def load_training_data(data: str, resolution: int, eval_split: bool, background):
-    from .datasets import DatasetError, load_dataset
+    from ..data.datasets import DatasetError, load_dataset
 
     try:
         if data == "default":
-            from .default_scene import default_dataset
+            from ..data.default_scene import default_dataset
 
             return default_dataset(resolution=resolution, eval_split=eval_split,
                                    background=background)
@@ -175,9 +175,9 @@ def make_step_factory(device: str, adapter_filter: str | None, echo,
                       config: RenderConfig = CLASSIC, devices: str | None = None, world=None):
     """Pick the path: returns ``(factory, description)`` where ``factory`` builds a TrainStep
     rendering in ``config``'s mode. ``devices`` (``--devices``) and ``world`` (an MPI reducer,
-    ``--distributed``) make it a data-parallel step over replicas (wgsl_splat.parallel): this
+    ``--distributed``) make it a data-parallel step over replicas (wgsl_splat.training.parallel): this
     process's devices, or under MPI one device per rank chosen by the rank's index on its node."""
-    from .reference.step import CpuTrainStep
+    from ..reference.step import CpuTrainStep
 
     def cpu_factory(arrays, optim, background, lambda_dssim, regularizers):
         return CpuTrainStep(arrays, optim, background, lambda_dssim, regularizers=regularizers,
@@ -189,7 +189,7 @@ def make_step_factory(device: str, adapter_filter: str | None, echo,
     if ctx is None:
         return cpu_factory, "cpu (NumPy reference)"
     try:
-        from .gpu.step import GpuTrainStep
+        from ..gpu.step import GpuTrainStep
     except ImportError:
         msg = "the device training step is not available in this build"
         if device == "gpu":
@@ -205,7 +205,7 @@ def make_step_factory(device: str, adapter_filter: str | None, echo,
 
 
 def _replicated_factory(device, devices, world, echo, config, cpu_factory):
-    from .parallel import LocalReducer, ReplicatedStep
+    from ..training.parallel import LocalReducer, ReplicatedStep
 
     reducer = world or LocalReducer()
     if device == "cpu":
@@ -216,8 +216,8 @@ def _replicated_factory(device, devices, world, echo, config, cpu_factory):
                                   start_step=arrays.adam.step)
         factory.world = reducer.size
         return factory, f"cpu (NumPy reference), rank {reducer.rank} of {reducer.size}"
-    from .gpu.runtime import GpuError, device_indices, open_devices
-    from .gpu.step import GpuTrainStep
+    from ..gpu.runtime import GpuError, device_indices, open_devices
+    from ..gpu.step import GpuTrainStep
 
     try:
         indices = device_indices(devices or "all")
@@ -267,7 +267,7 @@ _FLAG_NAMES = {"data": "DATA", "eval_split": "--eval", "resolution": "-r/--resol
 def _resumed_settings(meta: dict, cfg, run: dict, given) -> tuple:
     """The configuration and run info a resumed run continues with: the checkpoint's own. Flags
     given again must agree with it (one line naming the first that does not)."""
-    from .config import TrainConfig
+    from ..training.config import TrainConfig
 
     old_cfg = TrainConfig.from_dict(meta["config"])
     old_run = {**run, **(meta.get("run") or {})}   # checkpoints before format 2 lack run info
@@ -317,9 +317,9 @@ def train(data="default", out_dir=None, preset="default", iters=None, eval_split
     import click
     from dataclasses import replace
 
-    from .config import preset as make_preset
+    from ..training.config import preset as make_preset
     from .run_dir import RunDirError, open_run_dir
-    from .trainer import TrainingError, find_checkpoint
+    from ..training.trainer import TrainingError, find_checkpoint
 
     cfg = make_preset(preset)
     if iters is not None:
@@ -365,7 +365,7 @@ def _open_run(out_dir, cfg, run_info, resume, overwrite, given):
     import click
 
     from .run_dir import RunDirError, open_run_dir
-    from .trainer import TrainingError, find_checkpoint
+    from ..training.trainer import TrainingError, find_checkpoint
 
     continues_run = resume is not None and (
         resume == "latest" or _inside(os.path.abspath(resume), os.path.abspath(out_dir)))
@@ -414,7 +414,7 @@ def _train_distributed(out_dir, cfg, run_info, data, resolution, eval_split, dev
 
     import click
 
-    from .parallel import mpi_world
+    from ..training.parallel import mpi_world
 
     world = mpi_world()
     lock = None
@@ -467,8 +467,8 @@ def _train_in(out_dir, cfg, run_info, data, resolution, eval_split, device, adap
     """The run itself, in a locked output folder."""
     import click
 
-    from .datasets import DatasetError
-    from .trainer import Trainer, TrainingError
+    from ..data.datasets import DatasetError
+    from ..training.trainer import Trainer, TrainingError
 
     dataset = load_training_data(data, resolution, eval_split, cfg.background)
     for note in dataset.notes:
@@ -566,7 +566,7 @@ def view(model_path, data, resolution, size, background, screenshot, frames, ada
          drop_nonfinite=False, antialiased: bool | None = None) -> None:
     import click
 
-    from .gpu.renderer import GpuRenderer
+    from ..gpu.renderer import GpuRenderer
     from .view_camera import OrbitCamera
     from .viewer import Viewer, ViewerError
 
@@ -658,8 +658,8 @@ def evaluate(out_dir: str, data: str | None, iteration: int | None, device: str,
 def _evaluate(out_dir, data, iteration, device, drop_nonfinite, scale_list, antialiased) -> None:
     import click
 
-    from .atomic_io import write_json
-    from .evaluation import Lpips, evaluate_views
+    from ..atomic_io import write_json
+    from ..training.evaluation import Lpips, evaluate_views
 
     with open(os.path.join(out_dir, "cfg.json")) as f:
         cfg = json.load(f)
@@ -704,7 +704,7 @@ def _evaluate(out_dir, data, iteration, device, drop_nonfinite, scale_list, anti
 def devices() -> None:
     import click
 
-    from .gpu.runtime import adapter_summary, list_adapters
+    from ..gpu.runtime import adapter_summary, list_adapters
 
     adapters = list_adapters()
     if not adapters:
@@ -719,10 +719,10 @@ def gradcheck(n, width, height, seed, sh_degree, variants, tolerance, adapter_fi
               antialiased=False) -> None:
     import click
 
-    from .gpu.step import GpuTrainStep
-    from .gradcheck import compare, format_table, make_problem
-    from .optim import OptimConfig
-    from .random_scene import filter_cameras
+    from ..gpu.step import GpuTrainStep
+    from ..tools.gradcheck import compare, format_table, make_problem
+    from ..training.optim import OptimConfig
+    from ..tools.random_scene import filter_cameras
 
     ctx = gpu_context("gpu", adapter_filter, click.echo, "gradcheck needs a GPU adapter")
     if seed is None:
@@ -754,7 +754,7 @@ def bench(presets, n, width, height, device, steps, warmup, json_path, no_stages
           modes: str = "classic") -> None:
     import click
 
-    from .render_config import RENDER_MODES
+    from ..render_config import RENDER_MODES
 
     mode_list = [m.strip() for m in modes.split(",") if m.strip()]
     bad = [m for m in mode_list if m not in RENDER_MODES]
@@ -762,8 +762,8 @@ def bench(presets, n, width, height, device, steps, warmup, json_path, no_stages
         raise UserError(f"unknown render mode(s) {', '.join(bad) or repr(modes)}; choose from "
                         f"{', '.join(RENDER_MODES)}")
 
-    from .atomic_io import write_json
-    from .bench import PRESETS, SEED_PRESETS, Config, format_report, run_bench
+    from ..atomic_io import write_json
+    from ..tools.bench import PRESETS, SEED_PRESETS, Config, format_report, run_bench
 
     if n is not None or width is not None or height is not None:
         if None in (n, width, height):
@@ -779,7 +779,7 @@ def bench(presets, n, width, height, device, steps, warmup, json_path, no_stages
     devices = ("gpu", "cpu") if device == "both" else (device,)
     ctx = None
     if "gpu" in devices:
-        from .gpu.runtime import GpuError, select_device
+        from ..gpu.runtime import GpuError, select_device
 
         try:
             ctx = select_device("gpu", adapter_filter, echo=click.echo)
