@@ -430,9 +430,8 @@ class CountingCpuStep(CpuTrainStep):
         super().update_filter_3d()
 
 
-def aa_cpu_factory(arrays, optim, background, lam, regularizers):
-    return CountingCpuStep(arrays, optim, background, lam, regularizers=regularizers,
-                           render_config=ANTIALIASED)
+def aa_cpu_factory(arrays, spec):
+    return CountingCpuStep(arrays, spec=spec, render_config=ANTIALIASED)
 
 
 def test_cpu_training_keeps_the_filter_current_and_resumes_exactly(tmp_path):
@@ -463,9 +462,8 @@ def test_gpu_training_run(tmp_path, gpu_ctx):
     cfg.render_mode = "antialiased"
     runs = []
 
-    def factory(arrays, optim, background, lam, regularizers):
-        step = GpuTrainStep(gpu_ctx, arrays, optim, background, lam, regularizers=regularizers,
-                            render_config=ANTIALIASED)
+    def factory(arrays, spec):
+        step = GpuTrainStep(gpu_ctx, arrays, spec=spec, render_config=ANTIALIASED)
         runs.append(step)
         return step
 

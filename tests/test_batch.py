@@ -129,8 +129,7 @@ def test_training_with_batches(tmp_path, device, gpu_ctx):
     cfg.batch_size = 2
     kw = {}
     if device == "gpu":
-        kw["factory"] = lambda arrays, optim, bg, lam, reg: GpuTrainStep(gpu_ctx, arrays, optim, bg, lam,
-                                                                         regularizers=reg)
+        kw["factory"] = lambda arrays, spec: GpuTrainStep(gpu_ctx, arrays, spec=spec)
     trainer, summary, _ = run(tmp_path, cfg, **kw)
     assert summary["iterations"] == 12 and np.isfinite(summary["final_loss"])
     assert trainer.step.state.download().adam.step == 12

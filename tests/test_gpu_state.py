@@ -16,7 +16,7 @@ from wgsl_splat.tools.random_scene import random_scene
 from wgsl_splat.reference import rows
 from wgsl_splat.reference.step import CpuTrainStep
 from wgsl_splat.training.state import ADC_STATS, KEEP, NEW, RELOCATE, SPLIT, ADCRound, HostArrays, RowEdit, RowTable
-from wgsl_splat.training.step import Regularizers
+from wgsl_splat.training.losses import LossConfig
 
 
 def device_state(gpu_ctx, arrays: HostArrays, **kw) -> GpuTrainStep:
@@ -151,10 +151,10 @@ def test_regularisers_and_noise_in_the_step_match_the_numpy_path(gpu_ctx):
     model, cam = random_scene(rng, n=150, width=48, height=40, sh_degree=1, edge_cases=False,
                               dtype=np.float32)
     target = rng.uniform(0, 1, (40, 48, 3)).astype(np.float32)
-    reg = Regularizers(0.3, 0.2)                # large, so that they dominate some gradients
+    reg = LossConfig(opacity_reg=0.3, scale_reg=0.2)   # large, so that they dominate some gradients
     arrays = HostArrays.fresh(model, ())
-    cpu = CpuTrainStep(arrays, OptimConfig(), regularizers=reg)
-    gpu = GpuTrainStep(gpu_ctx, arrays, OptimConfig(), regularizers=reg)
+    cpu = CpuTrainStep(arrays, OptimConfig(), loss=reg)
+    gpu = GpuTrainStep(gpu_ctx, arrays, OptimConfig(), loss=reg)
     for noise in (None, (1e-3, 5)):
         cpu.step(cam, target, noise=noise)
         gpu.step(cam, target, noise=noise)

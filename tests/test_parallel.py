@@ -70,11 +70,11 @@ def test_training_on_two_devices_matches_one(tmp_path, gpu_ctx, two_devices):
     cfg = tiny_config(16)
     cfg.batch_size = 2
 
-    def one(arrays, optim, bg, lam, reg):
-        return GpuTrainStep(gpu_ctx, arrays, optim, bg, lam, regularizers=reg)
+    def one(arrays, spec):
+        return GpuTrainStep(gpu_ctx, arrays, spec=spec)
 
-    def two(arrays, optim, bg, lam, reg):
-        return ReplicatedStep([GpuTrainStep(c, arrays, optim, bg, lam, regularizers=reg)
+    def two(arrays, spec):
+        return ReplicatedStep([GpuTrainStep(c, arrays, spec=spec)
                                for c in two_devices], check_every=1, start_step=arrays.adam.step)
 
     t1, s1, _ = run(tmp_path / "one", cfg, factory=one)

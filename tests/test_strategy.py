@@ -133,7 +133,7 @@ def test_adc_grows_no_further_than_the_views_observe(tmp_path):
     obs = training_observations(tiny_dataset())
     assert obs == 3 * 14 * 32 * 32
     cfg = tiny_config()
-    cfg.adc.max_params_per_observation = 0.88      # 641 Gaussians, 600 to start with
+    cfg.strategies["adc"].max_params_per_observation = 0.88      # 641 Gaussians, 600 to start with
     trainer, summary, _ = run(tmp_path, cfg)
     log = (tmp_path / "train.log").read_text()
     assert "densification capped at 641 Gaussians" in log and "observed values" in log, log
@@ -142,8 +142,8 @@ def test_adc_grows_no_further_than_the_views_observe(tmp_path):
     d = cfg.to_dict()
     del d["adc"]["max_params_per_observation"]
     from wgsl_splat.training.config import TrainConfig
-    assert TrainConfig.from_dict(d).adc.max_params_per_observation == 0.0
-    assert TrainConfig.from_dict(cfg.to_dict()).adc.max_params_per_observation == 0.88
+    assert TrainConfig.from_dict(d).strategies["adc"].max_params_per_observation == 0.0
+    assert TrainConfig.from_dict(cfg.to_dict()).strategies["adc"].max_params_per_observation == 0.88
 
 
 def test_row_table_transforms(rng):
@@ -234,7 +234,7 @@ def test_add_by_opacity_and_perturb(rng):
 def test_mcmc_run_grows_to_its_cap_and_resumes_exactly(tmp_path):
     cfg = tiny_config(24)
     cfg.strategy = "mcmc"
-    cfg.mcmc = MCMCConfig(cap_max=650, start=4, stop=20, every=4)   # 600 -> 630 -> 650 -> 650
+    cfg.strategies["mcmc"] = MCMCConfig(cap_max=650, start=4, stop=20, every=4)   # 600 -> 630 -> 650 -> 650
     full, summary, full_losses = run(tmp_path / "full", cfg)
     assert summary["num_gaussians"] == 650
     log = (tmp_path / "full" / "train.log").read_text()

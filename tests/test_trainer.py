@@ -32,12 +32,12 @@ def tiny_config(iters=24):
     cfg.checkpoint_every = 8
     cfg.log_every = 4
     cfg.sh_increase_every = 6
-    cfg.adc = ADCConfig(start=4, stop=20, every=4, opacity_reset_every=12, grad_threshold=1e-4)
+    cfg.strategies["adc"] = ADCConfig(start=4, stop=20, every=4, opacity_reset_every=12, grad_threshold=1e-4)
     return cfg
 
 
-def cpu_factory(arrays, optim, background, lam, regularizers):
-    return CpuTrainStep(arrays, optim, background, lam, regularizers=regularizers)
+def cpu_factory(arrays, spec):
+    return CpuTrainStep(arrays, spec=spec)
 
 
 def run(out, cfg, resume=None, factory=cpu_factory, on_step=None):
@@ -123,9 +123,9 @@ class ExplodesAfter(CpuTrainStep):
     (ExplodesAfter, [8], "times the scene extent at step 16: training diverged")])
 def test_divergence_stops_and_keeps_last_good_checkpoint(tmp_path, step_class, good, why):
     cfg = tiny_config(16)
-    cfg.adc.stop = 12
+    cfg.strategies["adc"].stop = 12
     with pytest.raises(TrainingError, match=why) as info:
-        run(tmp_path, cfg, factory=lambda a, o, b, l, r: step_class(a, o, b, l, regularizers=r))
+        run(tmp_path, cfg, factory=lambda a, s: step_class(a, spec=s))
     assert f"ckpt_{good[-1]:06d}.npz" in str(info.value) and "--lr-scale" in str(info.value)
     ckpts = sorted(os.listdir(tmp_path / "checkpoints"))
     assert ckpts == [f"ckpt_{k:06d}.npz" for k in good]
@@ -242,8 +242,8 @@ def test_evaluation_on_a_reset_step_sees_the_model_before_the_reset(tmp_path):
     """3DGS order: evaluate (and save) before the step's densification and opacity reset."""
     cfg = tiny_config(12)
     cfg.eval_at = (12,)
-    cfg.adc.opacity_reset_every = 12
-    cfg.adc.stop = 20
+    cfg.strategies["adc"].opacity_reset_every = 12
+    cfg.strategies["adc"].stop = 20
     trainer, _, _ = run(tmp_path, cfg)
     ply = load_ply(tmp_path / "point_cloud" / "iteration_12" / "point_cloud.ply")
     assert np.median(ply.opacities) > 0.011, "the saved model was taken after the reset"
@@ -262,7 +262,7 @@ def test_white_background_resets_opacity_at_the_first_densification(tmp_path):
     for background, reset in (((1.0, 1.0, 1.0), True), ((0.0, 0.0, 0.0), False)):
         cfg = tiny_config(6)
         cfg.background = background
-        cfg.adc.start = 4       # densify_now needs it > start: step 4 only resets
+        cfg.strategies["adc"].start = 4       # densify_now needs it > start: step 4 only resets
         trainer = Trainer(default_dataset(resolution=6, eval_split=True, num_cameras=16,
                                           num_points=600, background=background),
                           cfg, str(tmp_path / str(reset)), cpu_factory, log=lambda m: None)

@@ -19,8 +19,7 @@ MOUSE = Path(__file__).resolve().parents[2] / "shared" / "data" / "mouse"
 
 @pytest.fixture
 def gpu_factory(gpu_ctx):
-    return lambda arrays, optim, background, lam, reg: GpuTrainStep(gpu_ctx, arrays, optim, background,
-                                                                    lam, regularizers=reg)
+    return lambda arrays, spec: GpuTrainStep(gpu_ctx, arrays, spec=spec)
 
 
 def test_gpu_run_outputs_densification_and_log(tmp_path, gpu_factory):
@@ -107,8 +106,8 @@ def small_bindings(monkeypatch):
 
 def test_densification_is_capped_by_the_adapters_bindings(tmp_path, gpu_factory, small_bindings):
     cfg = tiny_config()
-    cfg.adc.grad_threshold = 1e-12     # every visible Gaussian wants to grow
-    cfg.adc.max_params_per_observation = 0   # the tiny views' own cap (728) would bind first
+    cfg.strategies["adc"].grad_threshold = 1e-12     # every visible Gaussian wants to grow
+    cfg.strategies["adc"].max_params_per_observation = 0   # the tiny views' own cap (728) would bind first
     trainer, summary, _ = run(tmp_path, cfg, factory=gpu_factory)
     assert summary["iterations"] == 24 and 1000 < summary["num_gaussians"] <= small_bindings
     log = (tmp_path / "train.log").read_text()

@@ -34,7 +34,8 @@ from ..model import GaussianModel
 from ..training.optim import AdamState, OptimConfig
 from ..render_config import RenderConfig
 from ..training.state import ADC_STATS, HostArrays
-from ..training.step import DEFAULT_LAMBDA_DSSIM, Regularizers, TrainStep
+from ..training.losses import LossConfig
+from ..training.step import StepSpec, TrainStep
 from .adam import GpuAdam, ParamLayout
 from .backward import GRAD2D_FLOATS, GpuBackward
 from .filter3d import Filter3D
@@ -62,9 +63,10 @@ class GpuGradients:
 class GpuTrainStep(TrainStep):
     """:class:`~wgsl_splat.training.step.TrainStep` on the device (see the module docstring)."""
 
-    def __init__(self, ctx: GpuContext, model: GaussianModel | HostArrays, config: OptimConfig,
-                 background=(0.0, 0.0, 0.0), lambda_dssim: float = DEFAULT_LAMBDA_DSSIM,
-                 adam: AdamState | None = None, *, regularizers: Regularizers = Regularizers(),
+    def __init__(self, ctx: GpuContext, model: GaussianModel | HostArrays,
+                 config: OptimConfig | None = None, background=(0.0, 0.0, 0.0),
+                 adam: AdamState | None = None, *, loss: LossConfig | None = None,
+                 spec: StepSpec | None = None,
                  float_atomics: bool | None = None,
                  subgroups: bool | None = None,
                  loss_variant: str | None = None, raster_rows: int | None = None,
@@ -73,7 +75,8 @@ class GpuTrainStep(TrainStep):
                  history: int = HISTORY,
                  target_cache_bytes: int = TARGET_CACHE_BYTES,
                  render_config: RenderConfig | None = None) -> None:
-        super().__init__(config, background, lambda_dssim, regularizers, render_config)
+        super().__init__(config, background, loss, render_config, spec)
+        config = self.config
         arrays = HostArrays.of(model, adam)
         self.ctx = ctx
         self.pool = BufferPool(ctx)
@@ -83,9 +86,9 @@ class GpuTrainStep(TrainStep):
         self.renderer = GpuRenderer(ctx, pool=self.pool, lib=self.lib, raster_rows=raster_rows,
                                     raster_cols=raster_cols, threads=threads, parallel_scan=parallel_scan,
                                     config=self.render_config)
-        self.renderer.regularizers = (regularizers.opacity, regularizers.scale)
+        self.renderer.regularizers = (self.loss_config.opacity_reg, self.loss_config.scale_reg)
         self.filter = Filter3D(self.renderer) if self.render_config.antialiased else None
-        self.loss = GpuLoss(ctx, self.pool, self.lib, lam=lambda_dssim, history=history,
+        self.loss = GpuLoss(ctx, self.pool, self.lib, lam=self.loss_config.lambda_dssim, history=history,
                             variant=loss_variant)
         self.backward = GpuBackward(ctx, self.pool, self.lib, self.renderer,
                                     float_atomics=float_atomics, subgroups=subgroups)

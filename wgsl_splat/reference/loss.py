@@ -19,13 +19,16 @@ from __future__ import annotations
 import math
 
 import numpy as np
+
+from ..options import default_of
+from ..training.losses import LossConfig
 from numpy.lib.stride_tricks import as_strided
 
 SSIM_WINDOW = 11
 SSIM_SIGMA = 1.5
 SSIM_C1 = 0.01 ** 2
 SSIM_C2 = 0.03 ** 2
-DEFAULT_LAMBDA = 0.2
+DEFAULT_LAMBDA = default_of(LossConfig, "lambda_dssim")   # 3DGS's λ, declared once there
 
 # Output block of the block-Toeplitz passes: each block of _BLOCK outputs reads _BLOCK + window - 1
 # inputs. 16 measured fastest at 490×273 (float32 and float64) on a 2-core Xeon.

@@ -8,7 +8,8 @@ from ..model import GaussianModel
 from ..training.optim import AdamState, OptimConfig, adam_step
 from ..render_config import RenderConfig
 from ..training.state import HostArrays
-from ..training.step import DEFAULT_LAMBDA_DSSIM, Regularizers, StepResult, TrainStep, ndc_grad_norm
+from ..training.losses import LossConfig, param_terms_numpy
+from ..training.step import StepResult, StepSpec, TrainStep, ndc_grad_norm
 from . import rows
 from .state import HostState
 
@@ -17,13 +18,14 @@ class CpuTrainStep(TrainStep):
     """:class:`~wgsl_splat.training.step.TrainStep` with the NumPy reference (render, loss, exact backward,
     Adam) on a :class:`~wgsl_splat.reference.state.HostState`."""
 
-    def __init__(self, model: GaussianModel | HostArrays, config: OptimConfig,
-                 background=(0.0, 0.0, 0.0), lambda_dssim: float = DEFAULT_LAMBDA_DSSIM,
-                 adam: AdamState | None = None, *, regularizers: Regularizers = Regularizers(),
-                 render_config: RenderConfig | None = None):
+    def __init__(self, model: GaussianModel | HostArrays, config: OptimConfig | None = None,
+                 background=(0.0, 0.0, 0.0), adam: AdamState | None = None, *,
+                 loss: LossConfig | None = None, render_config: RenderConfig | None = None,
+                 spec: StepSpec | None = None):
         """``model``: the parameters (fresh moments, or ``adam``, and ADC's statistics), or the
-        whole state as :class:`~wgsl_splat.training.state.HostArrays` (what the trainer passes)."""
-        super().__init__(config, background, lambda_dssim, regularizers, render_config)
+        whole state as :class:`~wgsl_splat.training.state.HostArrays` (what the trainer passes);
+        ``spec`` or the optimiser, background and loss one by one."""
+        super().__init__(config, background, loss, render_config, spec)
         arrays = HostArrays.of(model, adam)
         self._state = HostState(arrays)
         self.last = StepResult(float("nan"))
@@ -56,9 +58,9 @@ class CpuTrainStep(TrainStep):
             out = render(model, camera, self.background, active_sh_degree=active_sh_degree,
                          config=self.render_config, filter_3d=self._state.filter_3d)
             loss, dL_dimage, parts = loss_and_grad(out.image, np.asarray(view.target, np.float32),
-                                                   self.lambda_dssim)
+                                                   self.loss_config.lambda_dssim)
             grads = render_backward(model, camera, out, dL_dimage)
-            loss += self._add_regularizers(model, grads.params)
+            loss += param_terms_numpy(self.loss_config, model, grads.params)
             if "grad_accum" in a.stats:
                 vis = grads.visible
                 st = a.stats
@@ -109,17 +111,6 @@ class CpuTrainStep(TrainStep):
     def clear_stats(self) -> None:
         for v in self._state.arrays.stats.values():
             v[:] = 0
-
-    def _add_regularizers(self, model: GaussianModel, grads: GaussianModel) -> float:
-        """gsplat's opacity and scale L1 terms: their loss, their gradients added to ``grads``."""
-        reg, n = self.regularizers, len(model)
-        if not reg.active or n == 0:
-            return 0.0
-        o = 1.0 / (1.0 + np.exp(-model.opacity_logits.astype(np.float64)))
-        s = np.exp(model.log_scales.astype(np.float64))
-        grads.opacity_logits += (reg.opacity / n * o * (1.0 - o)).astype(grads.dtype)
-        grads.log_scales += (reg.scale / (3 * n) * s).astype(grads.dtype)
-        return float(reg.opacity * o.mean() + reg.scale * s.mean())
 
     def take_losses(self) -> list[float]:
         out, self._losses = self._losses, []

@@ -1,22 +1,25 @@
-"""Densification strategies: ``adc`` (3DGS adaptive density control) and ``mcmc`` (3DGS-MCMC).
+"""Densification strategies: what a strategy is (:mod:`.base`), the strategy-neutral row operations
+it composes (:class:`~wgsl_splat.training.state.TrainState`), and the strategies themselves, one
+module each (with its WGSL beside it): ``adc`` (3DGS adaptive density control, the reference) and
+``mcmc`` (3DGS-MCMC).
 
-See :mod:`wgsl_splat.strategy.base` for what a strategy is to the trainer."""
+Every module of this package is imported here, so a strategy module registers itself
+(:func:`register_strategy`): adding a strategy is adding its file."""
 
 from __future__ import annotations
 
-from .adc import ADC, ADCConfig
-from .base import Regularizers, Strategy, StrategyContext, StrategyError
-from .mcmc import MCMC, MCMCConfig
+import importlib
+import pkgutil
 
-STRATEGIES = {"adc": ADC, "mcmc": MCMC}
+from .base import (STRATEGIES, Strategy, StrategyContext, StrategyError, make_strategy,
+                   register_strategy, strategy_names)
 
-__all__ = ["ADC", "ADCConfig", "MCMC", "MCMCConfig", "Regularizers", "STRATEGIES", "Strategy",
-           "StrategyContext", "StrategyError", "make_strategy"]
+for _info in pkgutil.iter_modules(__path__):
+    if _info.name != "base":
+        importlib.import_module(f"{__name__}.{_info.name}")
 
+from .adc import ADC, ADCConfig  # noqa: E402
+from .mcmc import MCMC, MCMCConfig  # noqa: E402
 
-def make_strategy(cfg, ctx: StrategyContext) -> Strategy:
-    """The strategy ``cfg.strategy`` names, with its own section of the configuration."""
-    if cfg.strategy not in STRATEGIES:
-        raise StrategyError(f"unknown strategy {cfg.strategy!r}; choose from "
-                            f"{', '.join(STRATEGIES)}")
-    return STRATEGIES[cfg.strategy](getattr(cfg, cfg.strategy), ctx)
+__all__ = ["ADC", "ADCConfig", "MCMC", "MCMCConfig", "STRATEGIES", "Strategy", "StrategyContext",
+           "StrategyError", "make_strategy", "register_strategy", "strategy_names"]

@@ -6,54 +6,76 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from ..options import option
+
 from ..reference.rows import MAX_SPLIT_SAMPLES, STREAM_SPLIT, stream
 from ..training.state import ADC_STATS, ADCRound, TrainState
-from .base import Strategy, StrategyError
+from .base import Strategy, register_strategy
 
 
 @dataclass
 class ADCConfig:
-    """Adaptive density control (3DGS defaults, docs/design.md §2)."""
+    """3DGS adaptive density control (3DGS defaults, docs/design.md §2)."""
 
-    start: int = 500                  # densify from this step ...
-    stop: int = 15_000                # ... until this step
-    every: int = 100
-    grad_threshold: float = 2e-4      # mean ‖∂L/∂μ2D‖ in NDC units
-    percent_dense: float = 0.01       # clone if max scale ≤ this × extent, else split
-    split_samples: int = 2
-    split_scale_div: float = 1.6      # 0.8 × split_samples
-    min_opacity: float = 0.005
-    # Screen-size pruning (px, after the first opacity reset; 0 = off). Off by default: in the
-    # original 3DGS code the test reads radii that densification has just reset to zero, so it
-    # never fires, and gsplat disables it by default. Enabled (20 px), it deleted 1200-2800 large
-    # background Gaussians every 100 steps on the mouse capture and held-out PSNR fell from 21.1
-    # dB at 3000 steps to 19.9 at 7000 (H100 run, 2026-11-22).
-    max_screen_size: float = 0.0
-    max_world_scale: float = 0.1      # × extent; applied after the first opacity reset
-    opacity_reset_every: int = 3000
-    reset_opacity: float = 0.01
+    PRESETS = {"smoke": dict(start=50, stop=250, every=50, opacity_reset_every=150),
+               "fast": dict(stop=6000)}
+
+    start: int = option(500, "First densification step.", flag="--densify-from", minimum=0)
+    stop: int = option(15_000, "Last densification step.", flag="--densify-until", minimum=0)
+    every: int = option(100, "Steps between densifications.", flag="--densify-every", minimum=1)
+    grad_threshold: float = option(
+        2e-4, "Mean NDC gradient ‖∂L/∂μ2D‖ that triggers densification.",
+        flag="--densify-grad-threshold", minimum=0.0)
+    percent_dense: float = option(
+        0.01, "Clone when the largest scale is at most this × the scene extent, else split.",
+        minimum=0.0)
+    split_samples: int = option(2, "Samples a split Gaussian becomes.", minimum=2,
+                                maximum=MAX_SPLIT_SAMPLES)
+    split_scale_div: float = option(1.6, "Split samples' scales are divided by this (0.8 × samples).",
+                                    minimum=0.0, open_min=True)
+    min_opacity: float = option(0.005, "Prune Gaussians less opaque than this.", minimum=0.0,
+                                maximum=1.0)
+    # Off by default: in the original 3DGS code the test reads radii that densification has just
+    # reset to zero, so it never fires, and gsplat disables it by default. Enabled (20 px), it
+    # deleted 1200-2800 large background Gaussians every 100 steps on the mouse capture and
+    # held-out PSNR fell from 21.1 dB at 3000 steps to 19.9 at 7000 (H100 run, 2026-11-22).
+    max_screen_size: float = option(
+        0.0, "Also prune Gaussians wider than this many pixels after the first reset (0 = off, "
+             "as the original 3DGS effectively does).", flag="--prune-screen-size", minimum=0.0)
+    max_world_scale: float = option(
+        0.1, "Prune Gaussians larger than this × the scene extent, after the first reset.",
+        minimum=0.0)
+    opacity_reset_every: int = option(3000, "Steps between opacity resets while densifying.",
+                                      flag="--opacity-reset-every", minimum=1)
+    reset_opacity: float = option(0.01, "An opacity reset caps opacities at this.", minimum=0.0,
+                                  maximum=1.0, open_min=True)
     # 3DGS (train.py) also resets opacity at the first densification step when the background is
     # white: the grey initial fog is then as visible as the object against the white background
     # and must not be densified (it was 231k floaters at step 3000 on lego without it).
-    white_background_reset: bool = True
-    max_gaussians: int = 3_000_000    # a hard cap so a runaway densification cannot eat all memory
+    white_background_reset: bool = option(
+        True, "With a white background, also reset opacities at the first densification step.")
+    max_gaussians: int = option(3_000_000, "A hard cap, so a runaway densification cannot eat "
+                                           "all memory.", minimum=1)
     # No more trained parameters than the training views give observations (3 per pixel): beyond
     # that the model can only overfit. It binds for small scenes only — the embedded scene (28
     # views of 192×192) at ~52 000 Gaussians, where unbounded growth reached 108 000 and held-out
     # PSNR fell after step 3 000; lego at 800×800 would need 3.2 M, a 200-view 1 MP capture 10 M.
-    # 0 turns it off.
-    max_params_per_observation: float = 1.0
+    max_params_per_observation: float = option(
+        1.0, "Grow to at most this many trained parameters per observed value (3 per training "
+             "pixel); binds only for small scenes (0 = off).",
+        flag="--max-params-per-observation", minimum=0.0)
 
 
+@register_strategy
 class ADC(Strategy):
+    """3DGS adaptive density control: clone, split, prune, opacity resets (the reference)."""
+
     name = "adc"
+    Config = ADCConfig
     stat_names = ADC_STATS
 
     def __init__(self, config: ADCConfig, ctx) -> None:
         super().__init__(config, ctx)
-        if not 2 <= config.split_samples <= MAX_SPLIT_SAMPLES:
-            raise StrategyError(f"split_samples must be 2..{MAX_SPLIT_SAMPLES}, got "
-                                f"{config.split_samples}")
         self.cap_logged = False
         self.zero_grad_warned = False
 

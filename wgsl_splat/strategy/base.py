@@ -14,11 +14,35 @@ from dataclasses import dataclass
 from typing import Callable, ClassVar
 
 from ..training.state import TrainState
-from ..training.step import Regularizers
 
 
 class StrategyError(ValueError):
     """A strategy's configuration does not fit the run (one line, for the user)."""
+
+
+#: name -> strategy class, filled by :func:`register_strategy`
+STRATEGIES: dict[str, type["Strategy"]] = {}
+
+
+def register_strategy(cls: type["Strategy"]) -> type["Strategy"]:
+    """Make ``cls`` a strategy of ``train --strategy`` (a class decorator); its ``Config`` becomes a
+    section of the training configuration named after it."""
+    if not cls.name or cls.name in STRATEGIES and STRATEGIES[cls.name] is not cls:
+        raise ValueError(f"strategy name {cls.name!r} is empty or taken")
+    STRATEGIES[cls.name] = cls
+    return cls
+
+
+def strategy_names() -> tuple[str, ...]:
+    return tuple(STRATEGIES)
+
+
+def make_strategy(cfg, ctx: "StrategyContext") -> "Strategy":
+    """The strategy ``cfg.strategy`` names, with its own section of the configuration."""
+    if cfg.strategy not in STRATEGIES:
+        raise StrategyError(f"unknown strategy {cfg.strategy!r}; choose from "
+                            f"{', '.join(STRATEGIES)}")
+    return STRATEGIES[cfg.strategy](cfg.strategies[cfg.strategy], ctx)
 
 
 @dataclass
@@ -35,18 +59,20 @@ class StrategyContext:
 
 
 class Strategy(ABC):
+    """``name``: its ``--strategy`` value; ``Config``: its configuration dataclass (options declared
+    with :func:`wgsl_splat.options.option`); ``loss_defaults``: loss weights it trains with unless
+    the user sets them (:class:`~wgsl_splat.training.losses.LossConfig` fields)."""
+
     name: ClassVar[str]
+    Config: ClassVar[type]
     stat_names: ClassVar[tuple[str, ...]] = ()
+    loss_defaults: ClassVar[dict[str, float]] = {}
 
     def __init__(self, config, ctx: StrategyContext) -> None:
         self.config = config
         self.ctx = ctx
 
     # -- what the step needs to know ------------------------------------------------------------
-    @property
-    def regularizers(self) -> Regularizers:
-        return Regularizers()
-
     def noise_lr(self, iteration: int) -> float:
         """Factor on the means' learning rate for this step's position noise (0: none)."""
         return 0.0

@@ -19,30 +19,43 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from ..options import option
+
 from ..reference.rows import STREAM_ADD, STREAM_RELOCATE, stream
 from ..training.state import TrainState
-from .base import Regularizers, Strategy, StrategyError
+from .base import Strategy, StrategyError, register_strategy
 
 
 @dataclass
 class MCMCConfig:
     """3DGS-MCMC defaults of gsplat (``MCMCStrategy`` and simple_trainer's ``mcmc`` config)."""
 
-    cap_max: int = 1_000_000          # the number of Gaussians the run grows to
-    noise_lr: float = 5e5             # position noise = noise_lr × means lr × ...
-    start: int = 500                  # relocate and grow from this step ...
-    stop: int = 25_000                # ... until this step
-    every: int = 100
-    min_opacity: float = 0.005        # dead below this
-    growth: float = 0.05              # 5 % more Gaussians per round, up to cap_max
-    opacity_reg: float = 0.01
-    scale_reg: float = 0.01
-    init_opacity: float = 0.5
-    init_scale: float = 1.0           # × the k-NN scale (gsplat: 0.1; see the module doc)
+    PRESETS = {"smoke": dict(start=50, stop=250, every=50), "fast": dict(stop=6000)}
+
+    cap_max: int = option(1_000_000, "The number of Gaussians the run grows to.", flag="--cap-max",
+                          minimum=1)
+    noise_lr: float = option(5e5, "Position noise, a factor on the means' learning rate.",
+                             flag="--mcmc-noise-lr", minimum=0.0)
+    start: int = option(500, "Relocate and grow from this step ...", minimum=0)
+    stop: int = option(25_000, "... until this step.", minimum=0)
+    every: int = option(100, "Steps between relocations.", minimum=1)
+    min_opacity: float = option(0.005, "Gaussians less opaque than this are dead (relocated).",
+                                minimum=0.0, maximum=1.0)
+    growth: float = option(0.05, "Grow by this fraction per round, up to the cap.", minimum=0.0)
+    init_opacity: float = option(0.5, "Initial opacity.", minimum=0.0, maximum=1.0, open_min=True)
+    init_scale: float = option(1.0, "× the k-NN initial scale (gsplat: 0.1; see the module doc).",
+                               minimum=0.0, open_min=True)
 
 
+@register_strategy
 class MCMC(Strategy):
+    """3DGS-MCMC: relocate dead Gaussians, grow to --cap-max, position noise, opacity and scale
+    regularisers."""
+
     name = "mcmc"
+    Config = MCMCConfig
+    #: the loss terms 3DGS-MCMC trains with (gsplat's opacity_reg and scale_reg)
+    loss_defaults = {"opacity_reg": 0.01, "scale_reg": 0.01}
 
     def __init__(self, config: MCMCConfig, ctx) -> None:
         super().__init__(config, ctx)
@@ -53,10 +66,6 @@ class MCMC(Strategy):
     def cap(self) -> int:
         limit = self.ctx.max_gaussians
         return self.config.cap_max if limit is None else min(limit, self.config.cap_max)
-
-    @property
-    def regularizers(self) -> Regularizers:
-        return Regularizers(self.config.opacity_reg, self.config.scale_reg)
 
     @property
     def init_opacity(self) -> float:

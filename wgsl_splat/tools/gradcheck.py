@@ -177,7 +177,7 @@ def compare(step, model: GaussianModel, cam: Camera, target: np.ndarray,
 
     m64 = model.astype(np.float64)
     out = render(m64, cam, step.background, active_sh_degree=active_sh_degree, **_mode(step))
-    loss, dimg, _ = loss_and_grad(out.image, target.astype(np.float64), step.lambda_dssim)
+    loss, dimg, _ = loss_and_grad(out.image, target.astype(np.float64), step.loss_config.lambda_dssim)
     ref = render_backward(m64, cam, out, dimg)
     gpu = step.gradients(cam, target, active_sh_degree=active_sh_degree)
     errors = [GroupError("loss", abs(gpu.loss - loss) / max(abs(loss), 1e-30), abs(loss))]

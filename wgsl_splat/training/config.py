@@ -1,79 +1,170 @@
-"""Training configuration shared by both paths, with presets (original 3DGS defaults)."""
+"""The training configuration: one tree of dataclasses whose fields declare their own options
+(:mod:`wgsl_splat.options`). The ``train`` command's flags, ``cfg.json``, checkpoints and the resume
+check are generated from it; presets are the ``PRESETS`` overrides each class declares.
+
+Sections: :class:`~wgsl_splat.training.losses.LossConfig` (``loss``), the optimiser
+(:class:`~wgsl_splat.training.optim.OptimConfig`, ``optim``) and one per registered strategy
+(``adc``, ``mcmc``, ...: the strategy's ``Config``, see :mod:`wgsl_splat.strategy`).
+"""
 
 from __future__ import annotations
 
-import dataclasses
 from dataclasses import dataclass, field
 
+from .. import options
+from ..options import PRESET_NAMES, option, section
+from ..render_config import RENDER_MODES, check_mode
+from ..strategy import STRATEGIES, strategy_names
+from .losses import LossConfig
 from .optim import OptimConfig
-from ..render_config import check_mode
-from ..strategy import STRATEGIES, ADCConfig, MCMCConfig
+
+PRESETS = PRESET_NAMES
+# steps at which test views are evaluated (the 3DGS paper's 7k and 30k, plus the early curve)
+EVAL_AT = (1_000, 2_000, 3_000, 7_000, 15_000, 30_000)
+
+
+def parse_steps(text: str) -> tuple:
+    """``"1000,7000"`` -> (1000, 7000), sorted and unique (ValueError with one line otherwise; the
+    range is checked against the run's length by :meth:`TrainConfig.check`)."""
+    try:
+        steps = sorted({int(s) for s in str(text).split(",") if s.strip()})
+    except ValueError:
+        steps = []
+    if not steps:
+        raise ValueError(f"takes comma-separated step numbers, got {text!r}")
+    return tuple(steps)
+
+
+def _strategy_configs() -> dict:
+    return {name: cls.Config() for name, cls in STRATEGIES.items()}
 
 
 @dataclass
 class TrainConfig:
-    iters: int = 30_000
-    sh_degree: int = 3
-    sh_increase_every: int = 1000
-    lambda_dssim: float = 0.2
-    batch_size: int = 1                       # views per step (optim.for_batch scales Adam)
-    background: tuple = (0.0, 0.0, 0.0)
-    seed: int = 0
-    # steps at which test views are evaluated (the 3DGS paper's 7k and 30k, plus the early curve)
-    eval_at: tuple = (1_000, 2_000, 3_000, 7_000, 15_000, 30_000)
-    save_at: tuple = (7_000, 30_000)          # steps at which a PLY is written (the last always is)
-    checkpoint_every: int = 1000
-    log_every: int = 100
-    random_init_points: int = 100_000         # when the scene has no point cloud
-    lpips: bool = True                        # LPIPS-VGG at the final evaluation when installed
-    render_mode: str = "classic"              # or "antialiased" (Mip-Splatting; render_config.py)
-    strategy: str = "adc"                     # densification: adc (3DGS) or mcmc (3DGS-MCMC)
-    adc: ADCConfig = field(default_factory=ADCConfig)
-    mcmc: MCMCConfig = field(default_factory=MCMCConfig)
-    optim: OptimConfig = field(default_factory=OptimConfig)
+    """A training run's configuration (3DGS's defaults; docs/design.md §2)."""
+
+    PRESETS = {
+        # a short run with the whole schedule compressed (densification or relocation, opacity
+        # resets and SH growth all happen), for quick checks
+        "smoke": dict(iters=300, sh_increase_every=100, eval_at=(300,), save_at=(300,),
+                      checkpoint_every=100, log_every=25, random_init_points=5000),
+        # 7k steps, 3DGS's first evaluation point
+        "fast": dict(iters=7000, eval_at=(1000, 2000, 3000, 7000), save_at=(7000,)),
+    }
+
+    iters: int = option(30_000, "Number of training steps.", flag="--iters", minimum=1)
+    sh_degree: int = option(3, "Maximum SH degree.", flag="--sh-degree", minimum=0, maximum=3)
+    sh_increase_every: int = option(1000, "Steps between increases of the active SH degree.",
+                                    minimum=1)
+    batch_size: int = option(
+        1, "Views per step: the gradient of their mean loss, densification statistics from every "
+           "view, Adam scaled as gsplat does (rates ×√B, β ← 1−B(1−β)).",
+        flag="--batch-size", minimum=1)
+    background: tuple = option(
+        (0.0, 0.0, 0.0), "Train against a white background (synthetic scenes); default black.",
+        flag="--white-background", is_flag=True,
+        from_flag=lambda on: (1.0, 1.0, 1.0) if on else (0.0, 0.0, 0.0))
+    seed: int = option(0, "Random seed (initialisation, view order, densification draws).",
+                       flag="--seed", minimum=0)
+    eval_at: tuple = option(EVAL_AT, "Comma-separated steps at which the held-out views are "
+                                     "evaluated (the last step always is).",
+                            flag="--eval-at", parse=parse_steps, metavar="STEPS")
+    save_at: tuple = option((7_000, 30_000), "Steps at which a PLY is written (the last step "
+                                             "always is).", parse=parse_steps)
+    checkpoint_every: int = option(1000, "Steps between checkpoints.", minimum=1)
+    log_every: int = option(100, "Steps between log lines.", minimum=1)
+    random_init_points: int = option(100_000, "Random points to start from when the scene has no "
+                                              "point cloud.", minimum=1)
+    lpips: bool = option(True, "LPIPS-VGG at the final evaluation when installed.")
+    render_mode: str = option(
+        "classic", "Train and render with Mip-Splatting's filters (3D smoothing + 2D Mip filter), "
+                   "for models that stay sharp and alias-free at other resolutions and distances; "
+                   "default classic 3DGS.",
+        flag="--antialiased/--classic", choices=RENDER_MODES,
+        from_flag=lambda on: "antialiased" if on else "classic")
+    strategy: str = option("adc", "Densification strategy.", flag="--strategy",
+                           choices=strategy_names)
+    loss: LossConfig = section(LossConfig)
+    optim: OptimConfig = section(OptimConfig)
+    strategies: dict = field(default_factory=_strategy_configs)
 
     def __post_init__(self) -> None:
         check_mode(self.render_mode)
 
+    # -- the strategies' sections -----------------------------------------------------------------
+    def dynamic_sections(self) -> dict:
+        return self.strategies
+
+    def set_dynamic_section(self, name: str, value) -> None:
+        self.strategies[name] = value
+
+    @property
+    def strategy_config(self):
+        """The active strategy's section."""
+        return self.strategies[self.strategy]
+
+    # -- derived settings ---------------------------------------------------------------------------
+    def with_iters(self, iters: int) -> None:
+        """A run of ``iters`` steps: evaluation and PLY steps beyond it dropped, the last added."""
+        self.iters = int(iters)
+        self.eval_at = tuple(s for s in self.eval_at if s < iters) + (self.iters,)
+        self.save_at = tuple(s for s in self.save_at if s < iters) + (self.iters,)
+
+    def check(self) -> None:
+        """Every option within its declared range (ValueError naming the flag); steps in range."""
+        options.check(self)
+        bad = [s for s in self.eval_at if not 1 <= s <= self.iters]
+        if bad:
+            raise ValueError(f"--eval-at {','.join(map(str, self.eval_at))}: steps must lie "
+                             f"between 1 and {self.iters} (the run's length)")
+
+    # -- files ----------------------------------------------------------------------------------------
     def to_dict(self) -> dict:
-        return dataclasses.asdict(self)
+        d = options.to_dict(self)
+        d.pop("strategies")       # written as one section per strategy (options.to_dict)
+        return d
 
     @staticmethod
     def from_dict(d: dict) -> "TrainConfig":
-        d = dict(d)
-        if "densify" in d:    # checkpoints before the strategies (format 2) called ADC's "densify"
-            d.setdefault("adc", d.pop("densify"))
-        # runs configured before the observation cap grew without it: resume them the same way
-        d["adc"] = dict(d.get("adc", {}))
+        return options.from_dict(TrainConfig, _upgrade(dict(d)), where="configuration")
+
+
+def _upgrade(d: dict) -> dict:
+    """Configurations written by earlier versions, as this one reads them."""
+    if "densify" in d:    # checkpoints before the strategies (format 2) called ADC's "densify"
+        d.setdefault("adc", d.pop("densify"))
+    if "adc" in d:        # runs configured before the observation cap grew without it
+        d["adc"] = dict(d["adc"])
         d["adc"].setdefault("max_params_per_observation", 0.0)
-        adc = ADCConfig(**d.pop("adc", {}))
-        mcmc = MCMCConfig(**d.pop("mcmc", {}))
-        opt = OptimConfig(**d.pop("optim", {}))
-        for key in ("background", "eval_at", "save_at"):
-            if key in d:
-                d[key] = tuple(d[key])
-        return TrainConfig(adc=adc, mcmc=mcmc, optim=opt, **d)
+    loss = dict(d.get("loss", {}))
+    if "lambda_dssim" in d:   # before the loss section
+        loss.setdefault("lambda_dssim", d.pop("lambda_dssim"))
+    if "mcmc" in d:           # MCMC's regularisers, now loss terms
+        d["mcmc"] = dict(d["mcmc"])
+        for key in ("opacity_reg", "scale_reg"):
+            if key in d["mcmc"]:
+                value = d["mcmc"].pop(key)
+                if d.get("strategy") == "mcmc":
+                    loss.setdefault(key, value)
+    if loss:
+        d["loss"] = loss
+    return d
 
 
-def preset(name: str) -> TrainConfig:
+def make_config(preset: str = "default", strategy: str = "adc") -> TrainConfig:
+    """The configuration a run starts from before its flags: the defaults, the strategy's loss
+    terms (``Strategy.loss_defaults``), then the preset's overrides."""
+    cfg = TrainConfig()
+    if strategy not in STRATEGIES:
+        raise ValueError(f"unknown strategy {strategy!r}; choose from {', '.join(STRATEGIES)}")
+    cfg.strategy = strategy
+    for key, value in STRATEGIES[strategy].loss_defaults.items():
+        setattr(cfg.loss, key, value)
+    options.apply_preset(cfg, preset)
+    return cfg
+
+
+def preset(name: str, strategy: str = "adc") -> TrainConfig:
     """``default``: the original 30k-step schedule. ``smoke``: a short run with the same schedule
-    compressed (densification or relocation, opacity resets and SH growth all happen) for quick
-    checks. ``fast``: 7k steps as 3DGS's first evaluation point."""
-    if name == "default":
-        return TrainConfig()
-    if name == "fast":
-        cfg = TrainConfig(iters=7000, eval_at=(1000, 2000, 3000, 7000), save_at=(7000,))
-        cfg.adc.stop = 6000
-        cfg.mcmc.stop = 6000
-        return cfg
-    if name == "smoke":
-        cfg = TrainConfig(iters=300, sh_increase_every=100, eval_at=(300,), save_at=(300,),
-                          checkpoint_every=100, log_every=25, random_init_points=5000)
-        cfg.adc = ADCConfig(start=50, stop=250, every=50, opacity_reset_every=150)
-        cfg.mcmc = MCMCConfig(start=50, stop=250, every=50)
-        return cfg
-    raise ValueError(f"unknown preset {name!r}; choose from smoke, fast, default")
-
-
-PRESETS = ("smoke", "fast", "default")
-STRATEGY_NAMES = tuple(STRATEGIES)
+    compressed for quick checks. ``fast``: 7k steps as 3DGS's first evaluation point."""
+    return make_config(name, strategy)

@@ -26,6 +26,7 @@ from typing import Callable
 import numpy as np
 
 from ..model import PARAM_GROUPS, GaussianModel
+from ..options import option
 
 #: Learning-rate groups. ``sh`` is split: coefficient 0 is ``sh_dc``, 1..K-1 are ``sh_rest``.
 LR_GROUPS = ("means", "log_scales", "quats", "opacity_logits", "sh_dc", "sh_rest")
@@ -67,21 +68,27 @@ class OptimConfig:
     every group's rate (``train --lr-scale``, for experiments).
     """
 
-    extent: float = 1.0
-    max_steps: int = 30_000
-    means_lr_init: float = 1.6e-4
-    means_lr_final: float = 1.6e-6
-    means_lr_delay_mult: float = 0.01
-    means_lr_delay_steps: int = 0
-    sh_dc_lr: float = 2.5e-3
-    sh_rest_lr: float = 2.5e-3 / 20.0
-    opacity_lr: float = 0.025
-    scale_lr: float = 5e-3
-    rotation_lr: float = 1e-3
-    beta1: float = 0.9
-    beta2: float = 0.999
-    eps: float = 1e-15
-    lr_scale: float = 1.0
+    extent: float = 1.0              # set by the trainer from the scene
+    max_steps: int = 30_000          # set by the trainer to the run's length
+    means_lr_init: float = option(1.6e-4, "Means' learning rate at step 0, × the scene extent.",
+                                  minimum=0.0)
+    means_lr_final: float = option(1.6e-6, "Means' learning rate at the last step, × the extent.",
+                                   minimum=0.0)
+    means_lr_delay_mult: float = option(0.01, "3DGS's delay multiplier of the means' rate.",
+                                        minimum=0.0)
+    means_lr_delay_steps: int = option(0, "Steps of that delay (0: none).", minimum=0)
+    sh_dc_lr: float = option(2.5e-3, "Learning rate of the SH DC coefficients.", minimum=0.0)
+    sh_rest_lr: float = option(2.5e-3 / 20.0, "Learning rate of the higher SH coefficients.",
+                               minimum=0.0)
+    opacity_lr: float = option(0.025, "Learning rate of the opacity logits (the current upstream "
+                                      "value; the 2023 release used 0.05).", minimum=0.0)
+    scale_lr: float = option(5e-3, "Learning rate of the log-scales.", minimum=0.0)
+    rotation_lr: float = option(1e-3, "Learning rate of the quaternions.", minimum=0.0)
+    beta1: float = option(0.9, "Adam β1.", minimum=0.0, maximum=1.0)
+    beta2: float = option(0.999, "Adam β2.", minimum=0.0, maximum=1.0)
+    eps: float = option(1e-15, "Adam ε.", minimum=0.0)
+    lr_scale: float = option(1.0, "Multiply every learning rate (experiments; recorded in "
+                                  "cfg.json).", flag="--lr-scale", minimum=0.0, open_min=True)
 
     def with_scene(self, extent: float, max_steps: int | None = None) -> "OptimConfig":
         """Copy for a scene of the given extent (and run length)."""

@@ -162,8 +162,7 @@ class ReplicatedStep(TrainStep):
     def __init__(self, replicas: list[TrainStep], reducer: LocalReducer | None = None, *,
                  check_every: int = 100, start_step: int = 0) -> None:
         first = replicas[0]
-        super().__init__(first.config, first.background, first.lambda_dssim, first.regularizers,
-                         first.render_config)
+        super().__init__(first.config, first.background, first.loss_config, first.render_config)
         self.replicas = list(replicas)
         self.reducer = reducer or LocalReducer()
         self.world = len(self.replicas) * self.reducer.size

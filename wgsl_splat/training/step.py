@@ -15,17 +15,16 @@ the run's :class:`~wgsl_splat.training.state.TrainState`, where densification ed
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 
 from ..camera import Camera
 from ..model import GaussianModel
-from .optim import OptimConfig
 from ..render_config import CLASSIC, RenderConfig
+from .losses import LossConfig
+from .optim import OptimConfig
 from .state import TrainState
-
-DEFAULT_LAMBDA_DSSIM = 0.2
 
 
 def ndc_grad_norm(dL_dmeans2d: np.ndarray, width: int, height: int) -> np.ndarray:
@@ -34,16 +33,15 @@ def ndc_grad_norm(dL_dmeans2d: np.ndarray, width: int, height: int) -> np.ndarra
 
 
 @dataclass(frozen=True)
-class Regularizers:
-    """Loss terms on the parameters: ``opacity · mean(σ(logit)) + scale · mean(exp(log_scale))``
-    (gsplat's ``opacity_reg`` and ``scale_reg``; means over Gaussians and scale axes)."""
+class StepSpec:
+    """What the trainer tells a path's step about the run: the optimiser, the background, the loss
+    (image terms and parameter terms, :mod:`wgsl_splat.training.losses`) and the names of the
+    statistics the strategy asks the backward pass for."""
 
-    opacity: float = 0.0
-    scale: float = 0.0
-
-    @property
-    def active(self) -> bool:
-        return self.opacity != 0.0 or self.scale != 0.0
+    optim: OptimConfig = field(default_factory=OptimConfig)
+    background: tuple = (0.0, 0.0, 0.0)
+    loss: LossConfig = field(default_factory=LossConfig)
+    statistics: tuple = ()
 
 
 @dataclass(frozen=True)
@@ -88,14 +86,15 @@ class TrainStep(ABC):
     def stop_agreed(self, value: bool) -> None:
         self.stop_requested = bool(value)
 
-    def __init__(self, config: OptimConfig, background=(0.0, 0.0, 0.0),
-                 lambda_dssim: float = DEFAULT_LAMBDA_DSSIM,
-                 regularizers: Regularizers = Regularizers(),
-                 render_config: RenderConfig | None = None):
-        self.config = config
+    def __init__(self, config: OptimConfig | None = None, background=(0.0, 0.0, 0.0),
+                 loss: LossConfig | None = None, render_config: RenderConfig | None = None,
+                 spec: StepSpec | None = None):
+        """``spec`` (what the trainer passes) or its parts one by one (tests, tools)."""
+        if spec is not None:
+            config, background, loss = spec.optim, spec.background, spec.loss
+        self.config = config or OptimConfig()
         self.background = np.asarray(background, dtype=np.float32).reshape(3)
-        self.lambda_dssim = lambda_dssim
-        self.regularizers = regularizers
+        self.loss_config = loss or LossConfig()
         self.render_config = render_config or CLASSIC
         self.filter_cameras: list[Camera] = []
 

@@ -25,19 +25,19 @@ import os
 import signal
 import time
 import zipfile
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 
 import numpy as np
 
 from ..atomic_io import save_npz, write_json
+from ..model import PARAM_GROUPS, SH_C0, GaussianModel, floats_per_gaussian
+from ..reference.rows import STREAM_NOISE, stream
+from ..strategy import Strategy, StrategyContext, StrategyError, make_strategy
 from .config import TrainConfig
 from .evaluation import Lpips, evaluate_views
-from ..model import PARAM_GROUPS, SH_C0, GaussianModel, floats_per_gaussian
 from .optim import AdamState
-from ..reference.rows import STREAM_NOISE, stream
 from .state import HostArrays
-from .step import TrainStep, View
-from ..strategy import Strategy, StrategyContext, StrategyError, make_strategy
+from .step import StepSpec, TrainStep, View
 
 CHECKPOINTS_KEPT = 2
 # A Gaussian this many times larger than the scene (the camera rig's radius) has blown up: healthy
@@ -198,8 +198,7 @@ def filter_3d_refresh_due(it: int, cfg: TrainConfig, strategy: Strategy) -> bool
 class Trainer:
     def __init__(self, dataset, cfg: TrainConfig, out_dir: str, step_factory, log=print,
                  run_info: dict | None = None, primary: bool = True):
-        """``step_factory(arrays: HostArrays, optim_config, background, lambda_dssim,
-        regularizers) -> TrainStep``; ``run_info`` (data path, resolution, split, device) is
+        """``step_factory(arrays: HostArrays, spec: StepSpec) -> TrainStep``; ``run_info`` (data path, resolution, split, device) is
         recorded in cfg.json for ``eval``. ``primary=False``: a rank of a distributed run other
         than rank 0, which trains in step with it but evaluates and saves nothing (its
         ``out_dir`` takes only its log)."""
@@ -339,6 +338,10 @@ class Trainer:
 
     def setup(self, resume: str | None) -> int:
         cfg = self.cfg
+        try:
+            cfg.check()
+        except ValueError as exc:
+            raise TrainingError(str(exc)) from None
         self.rng = np.random.default_rng(cfg.seed)
         self.view_stack: list[int] = []
         meta = None
@@ -374,8 +377,8 @@ class Trainer:
             self.optim = cfg.optim.with_scene(self.extent, cfg.iters).for_batch(cfg.batch_size)
         except ValueError as exc:
             raise TrainingError(str(exc)) from None
-        self.step: TrainStep = self.step_factory(arrays, self.optim, cfg.background,
-                                                 cfg.lambda_dssim, self.strategy.regularizers)
+        spec = StepSpec(self.optim, tuple(cfg.background), cfg.loss, self.strategy.stat_names)
+        self.step: TrainStep = self.step_factory(arrays, spec)
         ctx.max_gaussians = self.step.max_gaussians
         # antialiased: the 3D filter from the training views (a resumed run recomputes it)
         self.step.set_filter_cameras([self.dataset.cameras[i] for i in self.dataset.train_indices])

@@ -1,0 +1,81 @@
+"""``bench``: training-step and render timings (the benchmark itself: :mod:`wgsl_splat.tools.bench`)."""
+
+from __future__ import annotations
+
+import click
+
+from ..errors import UserError
+from ..render_config import RENDER_MODES
+from .common import ADAPTER_OPTION
+
+
+@click.command()
+@click.option("--preset", "presets", default="seeds", show_default=True,
+              help="Comma-separated configurations: small (2k, 135x240), medium (10k, 490x273), large "
+                   "(20k, 270x480), huge (200k, 1920x1080, GPU only); 'seeds' = small,medium,large; 'all'.")
+@click.option("-n", "--gaussians", type=click.IntRange(min=1), default=None,
+              help="A custom configuration instead of the presets (with --width and --height).")
+@click.option("--width", type=click.IntRange(min=8), default=None)
+@click.option("--height", type=click.IntRange(min=8), default=None)
+@click.option("--device", type=click.Choice(["gpu", "cpu", "both"]), default="both", show_default=True)
+@click.option("--steps", type=click.IntRange(min=1), default=10, show_default=True, help="Timed steps per configuration.")
+@click.option("--warmup", type=click.IntRange(min=0), default=3, show_default=True)
+@click.option("--json", "json_path", type=click.Path(dir_okay=False), default=None, help="Also write the results as JSON.")
+@click.option("--no-stages", is_flag=True, help="Skip the per-stage breakdown (timestamp queries).")
+@ADAPTER_OPTION
+@click.option("--modes", default=RENDER_MODES[0], show_default=True,
+              help=f"Comma-separated render modes to time, each configuration in each mode one after "
+                   f"the other: {', '.join(RENDER_MODES)} (all of them for the modes' costs).")
+def bench(presets, gaussians, width, height, device, steps, warmup, json_path, no_stages, adapter_filter,
+          modes):
+    """Time the training step and the forward render: median and spread, per-stage device time,
+    host overhead, peak device memory, and the GPU/NumPy ratio."""
+    run(presets, gaussians, width, height, device, steps, warmup, json_path, no_stages,
+                   adapter_filter, modes)
+
+
+def run(presets, n, width, height, device, steps, warmup, json_path, no_stages, adapter_filter,
+          modes: str = "classic") -> None:
+    mode_list = [m.strip() for m in modes.split(",") if m.strip()]
+    bad = [m for m in mode_list if m not in RENDER_MODES]
+    if bad or not mode_list:
+        raise UserError(f"unknown render mode(s) {', '.join(bad) or repr(modes)}; choose from "
+                        f"{', '.join(RENDER_MODES)}")
+
+    from ..atomic_io import write_json
+    from ..tools.bench import (
+        BENCH_SCENES,
+        SEED_SCENES,
+        Config,
+        format_report,
+        run_bench,
+    )
+
+    if n is not None or width is not None or height is not None:
+        if None in (n, width, height):
+            raise UserError("a custom configuration needs all of -n, --width and --height")
+        configs = [Config("custom", n, width, height)]
+    else:
+        names = {"seeds": list(SEED_SCENES), "all": list(BENCH_SCENES)}.get(presets)
+        names = names or [p.strip() for p in presets.split(",") if p.strip()]
+        unknown = [p for p in names if p not in BENCH_SCENES]
+        if unknown:
+            raise UserError(f"unknown preset(s) {', '.join(unknown)}; choose from {', '.join(BENCH_SCENES)}, seeds, all")
+        configs = [Config(p, *BENCH_SCENES[p]) for p in names]
+    devices = ("gpu", "cpu") if device == "both" else (device,)
+    ctx = None
+    if "gpu" in devices:
+        from ..gpu.runtime import GpuError, select_device
+
+        try:
+            ctx = select_device("gpu", adapter_filter, echo=click.echo)
+        except GpuError as exc:
+            if device == "gpu":
+                raise UserError(str(exc)) from None
+            click.echo(f"Warning: {exc}; timing the NumPy path only")
+    report = run_bench(configs, devices, steps, warmup, ctx, stages=not no_stages, echo=click.echo,
+                       modes=tuple(mode_list))
+    click.echo(format_report(report))
+    if json_path:
+        write_json(json_path, report)
+        click.echo(f"Results written to {json_path}")

@@ -1,0 +1,197 @@
+"""What several commands share: path and adapter selection, model and camera loading, the
+render-mode and device options, small parsers. Heavy modules are imported inside the functions so
+that ``--help`` stays fast and a missing GPU never breaks unrelated commands."""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+
+import click
+import numpy as np
+
+from ..camera import Camera
+from ..errors import UserError
+from ..model import GaussianModel
+from ..render_config import CLASSIC, RENDER_MODES, RenderConfig, render_config
+
+
+class FiniteFloat(click.FloatRange):
+    """A float range that also refuses nan and infinity (``FloatRange`` lets nan through: every
+    comparison with nan is false)."""
+
+    name = "finite float"
+
+    def convert(self, value, param, ctx):
+        value = super().convert(value, param, ctx)
+        if not math.isfinite(value):
+            self.fail(f"{value} is not a finite number.", param, ctx)
+        return value
+
+
+def given_flags(ctx: click.Context) -> frozenset:
+    """Names of the parameters the user set (command line or environment), not left at default."""
+    sources = (click.core.ParameterSource.COMMANDLINE, click.core.ParameterSource.ENVIRONMENT)
+    return frozenset(p.name for p in ctx.command.params if ctx.get_parameter_source(p.name) in sources)
+
+
+
+DROP_NONFINITE_OPTION = click.option(
+    "--drop-nonfinite", is_flag=True,
+    help="Leave out the Gaussians of the PLY that hold NaN or infinity (refused otherwise).")
+
+DEVICE_OPTION = click.option(
+    "--device", type=click.Choice(["auto", "gpu", "cpu"]), default="auto", show_default=True,
+    help="auto: a wgpu adapter if there is one, else the NumPy path; gpu: fail without an adapter.")
+
+ADAPTER_OPTION = click.option(
+    "--adapter", "adapter_filter", default=None,
+    help="Use the first GPU adapter whose name contains this (see `wgsl_splat devices`).")
+
+# The render mode of a model someone renders: the one it was trained in unless overridden (train
+# declares its own in TrainConfig.render_mode, with the same flag).
+RENDER_MODE_OPTION = click.option(
+    "--antialiased/--classic", "antialiased", default=None,
+    help="Render mode: antialiased (Mip-Splatting's 2D and 3D filters) or classic 3DGS. Default: "
+         "the mode the model was trained in (its PLY header); overriding it prints a warning.")
+
+
+def mode_of_flag(antialiased: bool) -> str:
+    """The render mode named by the ``--antialiased/--classic`` flag."""
+    return RENDER_MODES[1] if antialiased else RENDER_MODES[0]
+
+def parse_color(text: str):
+    try:
+        vals = [float(v) for v in text.split(",")]
+    except ValueError:
+        vals = []
+    if len(vals) != 3:
+        raise UserError(f"a colour is three comma-separated numbers in [0,1], got {text!r}")
+    return vals
+
+
+
+def load_cameras_json(path) -> list[Camera]:
+    try:
+        with open(path) as f:
+            raw = json.load(f)
+        items = raw if isinstance(raw, list) else [raw]
+        return [Camera(np.asarray(c["world_to_camera"], dtype=np.float64), c["fx"], c["fy"], c["cx"],
+                       c["cy"], c["width"], c["height"], c.get("name", f"camera_{i:03d}"))
+                for i, c in enumerate(items)]
+    except (OSError, ValueError, KeyError, TypeError) as exc:
+        raise UserError(f"cannot read cameras from {path}: {exc}") from None
+
+
+def load_model(path, drop_nonfinite: bool = False) -> GaussianModel:
+    return load_model_and_mode(path, drop_nonfinite)[0]
+
+
+def load_model_and_mode(path, drop_nonfinite: bool = False) -> tuple[GaussianModel, str]:
+    """The model of a PLY and the render mode its header declares (one-line errors)."""
+    from ..data.ply import NonFinitePlyError, PlyError, load_ply_with_mode
+
+    if not os.path.isfile(path):
+        raise UserError(f"model file not found: {path}")
+    notes = []
+    try:
+        model, mode = load_ply_with_mode(path, drop_nonfinite=drop_nonfinite, notes=notes)
+    except NonFinitePlyError as exc:
+        raise UserError(f"{exc}; --drop-nonfinite leaves them out") from None
+    except PlyError as exc:
+        raise UserError(f"{path}: {exc}") from None
+    for note in notes:
+        click.echo(f"note: {note}")
+    return model, mode
+
+
+def render_mode_for(model_mode: str, antialiased: bool | None, echo) -> RenderConfig:
+    """The render configuration of a model trained in ``model_mode`` given the command line's
+    ``--antialiased/--classic`` (None: as trained); rendering it otherwise prints a warning."""
+    mode = model_mode if antialiased is None else ("antialiased" if antialiased else "classic")
+    if mode != model_mode:
+        effect = ("only the 2D Mip filter applies, it has no 3D filter" if mode == "antialiased"
+                  else "without the 2D Mip filter, as viewers that do not know it show it")
+        echo(f"Warning: the model was trained {model_mode}; rendering it {mode} as asked ({effect})")
+    return render_config(mode)
+
+
+def gpu_context(device: str, adapter_filter: str | None = None, echo=None, why: str = ""):
+    """The GPU context for ``--device`` (``None``: use the NumPy path), adapter errors turned into a
+    :class:`UserError` that starts with ``why`` (e.g. "the viewer renders on the GPU")."""
+    from ..gpu.runtime import GpuError, select_device
+
+    try:
+        return select_device(device, adapter_filter, echo=echo)
+    except GpuError as exc:
+        raise UserError(f"{why}: {exc}" if why else str(exc)) from None
+
+
+def upload_to_gpu(renderer, model, way_out: str) -> None:
+    """``renderer.upload_model(model)``, a model too large for the adapter a one-line error."""
+    from ..gpu.renderer import ModelTooLargeError
+
+    try:
+        renderer.upload_model(model)
+    except ModelTooLargeError as exc:
+        raise UserError(f"{exc}: {way_out}") from None
+
+
+def make_renderer(device: str, adapter_filter: str | None = None, echo=None,
+                  config: RenderConfig = CLASSIC):
+    """A function (model, camera, background) -> (H,W,3) image on the chosen path, and its name.
+    The GPU renderer keeps the model resident and re-uploads only when another model is passed;
+    the NumPy path renders in bounded memory (:func:`~wgsl_splat.reference.render_image`).
+    Antialiased models come from PLYs with their 3D filter fused in: rendered with a zero filter."""
+    from ..reference import render_image
+
+    def cpu(model, camera, background):
+        return render_image(model, camera, background, config=config)
+
+    ctx = None if device == "cpu" else gpu_context(device, adapter_filter, echo)
+    if ctx is None:
+        return cpu, "cpu (NumPy reference)"
+    from ..gpu.renderer import GpuRenderer
+
+    renderer = GpuRenderer(ctx, config=config)
+    uploaded = {"model": None}
+
+    def gpu(model, camera, background):
+        if uploaded["model"] is not model:
+            upload_to_gpu(renderer, model, "render it with --device cpu (or, for render, a lower "
+                                           "--sh-degree)")
+            uploaded["model"] = model
+        return renderer.render(camera, background)
+
+    return gpu, f"gpu ({ctx.name})"
+
+
+def load_training_data(data: str, resolution: int, eval_split: bool, background):
+    from ..data.datasets import DatasetError, load_dataset
+
+    try:
+        if data == "default":
+            from ..data.default_scene import default_dataset
+
+            return default_dataset(resolution=resolution, eval_split=eval_split,
+                                   background=background)
+        return load_dataset(data, resolution=resolution, eval_split=eval_split,
+                            background=background)
+    except DatasetError as exc:
+        raise UserError(str(exc)) from None
+
+
+def latest_ply(out_dir: str) -> tuple[int, str]:
+    base = os.path.join(out_dir, "point_cloud")
+    found = []
+    if os.path.isdir(base):
+        for d in os.listdir(base):
+            if d.startswith("iteration_") and d[10:].isdigit():
+                p = os.path.join(base, d, "point_cloud.ply")
+                if os.path.isfile(p):
+                    found.append((int(d[10:]), p))
+    if not found:
+        raise UserError(f"no point_cloud/iteration_*/point_cloud.ply in {out_dir}: is it a training output folder?")
+    return max(found)
+

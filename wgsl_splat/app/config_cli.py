@@ -1,0 +1,151 @@
+"""The ``train`` command's configuration flags, generated from the declarations of
+:class:`~wgsl_splat.training.config.TrainConfig` (:mod:`wgsl_splat.options`): flag, type, range,
+choices and help come from the field; the help's defaults are computed from the presets and the
+strategies' loss terms, so no default is written twice. Flags are applied only when given, on top
+of the preset; a flag of another strategy's section is refused."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import click
+
+from .. import options
+from ..options import PRESET_NAMES, Declared
+from ..training.config import TrainConfig, make_config
+from .common import FiniteFloat
+
+
+@dataclass(frozen=True)
+class ConfigFlag:
+    param: str            # click's parameter name
+    declared: Declared
+
+
+def _param_name(flag: str) -> str:
+    return flag.split("/")[0].lstrip("-").replace("-", "_")
+
+
+def _show(value) -> str:
+    if isinstance(value, tuple):
+        return ",".join(f"{v:g}" if isinstance(v, float) else str(v) for v in value)
+    if isinstance(value, float):
+        return f"{value:g}"
+    return str(value)
+
+
+def _defaults_text(d: Declared) -> str:
+    """'default 500; smoke: 50; fast: ...' from the presets (and the strategies' loss terms)."""
+    from ..strategy import STRATEGIES
+
+    base = options.get_path(make_config("default"), d.path)
+    if d.option.is_flag or "/" in (d.option.flag or ""):
+        return ""
+    parts = [f"default {_show(base)}"]
+    for name in PRESET_NAMES:
+        if name != "default":
+            value = options.get_path(make_config(name), d.path)
+            if value != base:
+                parts.append(f"{name}: {_show(value)}")
+    if d.path.startswith("loss."):
+        for sname, cls in STRATEGIES.items():
+            key = d.path.split(".", 1)[1]
+            if key in cls.loss_defaults:
+                parts.append(f"--strategy {sname}: {_show(cls.loss_defaults[key])}")
+    return "; ".join(parts)
+
+
+def _section_of(d: Declared) -> str | None:
+    """The strategy whose section declares ``d`` (None: not a strategy's)."""
+    head = d.path.split(".", 1)[0]
+    return head if head in TrainConfig().strategies else None
+
+
+def config_flags() -> list[ConfigFlag]:
+    """Every declared option with a command-line flag, in declaration order (names unique)."""
+    flags, seen = [], {}
+    for d in options.walk(TrainConfig()):
+        if d.option.flag is None:
+            continue
+        name = _param_name(d.option.flag)
+        if name in seen:
+            raise ValueError(f"flag {d.option.flag} is declared twice ({seen[name]} and {d.path})")
+        seen[name] = d.path
+        flags.append(ConfigFlag(name, d))
+    return flags
+
+
+def _click_type(d: Declared):
+    opt = d.option
+    choices = opt.choice_list()
+    if choices is not None and opt.from_flag is None:
+        return click.Choice(list(choices))
+    if opt.parse is not None:
+        return str
+    kind = type(d.default)
+    if kind is int:
+        return click.IntRange(min=opt.minimum, max=opt.maximum, min_open=opt.open_min)
+    if kind is float:
+        return FiniteFloat(min=opt.minimum, max=opt.maximum, min_open=opt.open_min)
+    return str
+
+
+def add_config_flags(command):
+    """Decorate a click command with every configuration flag (values None unless given)."""
+    for cf in reversed(config_flags()):
+        d, opt = cf.declared, cf.declared.option
+        section = _section_of(d)
+        help_text = (f"{section}: " if section else "") + opt.help
+        if d.path == "strategy":
+            from ..strategy import STRATEGIES
+
+            help_text += " " + "; ".join(f"{n}: {' '.join((c.__doc__ or '').split()).rstrip('.')}"
+                                         for n, c in STRATEGIES.items()) + "."
+        extra = _defaults_text(d)
+        if extra:
+            help_text += f" [{extra}]"
+        if opt.is_flag:
+            decorator = click.option(opt.flag, cf.param, is_flag=True, default=None, help=help_text)
+        elif "/" in opt.flag:
+            decorator = click.option(opt.flag, cf.param, default=None, help=help_text)
+        else:
+            decorator = click.option(opt.flag, cf.param, type=_click_type(d), default=None,
+                                     metavar=opt.metavar, help=help_text)
+        command = decorator(command)
+    return command
+
+
+def given_config_flags(ctx: click.Context) -> list[ConfigFlag]:
+    sources = (click.core.ParameterSource.COMMANDLINE, click.core.ParameterSource.ENVIRONMENT)
+    return [cf for cf in config_flags() if ctx.get_parameter_source(cf.param) in sources]
+
+
+def flag_value(cf: ConfigFlag, raw):
+    """The configuration value of a flag's command-line value (a one-line click error if bad)."""
+    opt = cf.declared.option
+    if opt.from_flag is not None:
+        return opt.from_flag(raw)
+    if opt.parse is not None:
+        try:
+            return opt.parse(raw)
+        except ValueError as exc:
+            raise click.BadParameter(str(exc), param_hint=opt.flag) from None
+    return raw
+
+
+def configure(preset: str, strategy: str | None, given: list[ConfigFlag], values: dict
+              ) -> TrainConfig:
+    """The run's configuration: the preset for the strategy, then the given flags (``--iters``
+    first: it trims the evaluation steps that ``--eval-at`` may then set)."""
+    cfg = make_config(preset, strategy or "adc")
+    for cf in sorted(given, key=lambda c: c.declared.path != "iters"):
+        section = _section_of(cf.declared)
+        if section is not None and section != cfg.strategy:
+            raise click.UsageError(f"{cf.declared.option.flag} is an option of --strategy "
+                                   f"{section}, and this run trains {cfg.strategy}")
+        value = flag_value(cf, values[cf.param])
+        if cf.declared.path == "iters":
+            cfg.with_iters(value)
+        elif cf.declared.path != "strategy":
+            options.set_path(cfg, cf.declared.path, value)
+    return cfg

@@ -1,0 +1,97 @@
+"""``render``: a model from a scene's cameras or a camera file, as PNGs."""
+
+from __future__ import annotations
+
+import os
+import time
+
+import click
+import numpy as np
+
+from ..atomic_io import save_png
+from ..errors import UserError
+from ..model import GaussianModel
+from .common import (
+    DEVICE_OPTION,
+    DROP_NONFINITE_OPTION,
+    RENDER_MODE_OPTION,
+    load_cameras_json,
+    load_model_and_mode,
+    load_training_data,
+    make_renderer,
+    parse_color,
+    render_mode_for,
+)
+
+
+@click.command()
+@click.argument("model_path", required=False, type=click.Path(dir_okay=False))
+@click.option("--data", "data", default="default", show_default=True,
+              help="The scene whose cameras to render from (next to its images): a COLMAP folder, "
+                   "a transforms.json scene, an image, or 'default' (the embedded scene).")
+@click.option("-r", "--resolution", type=click.IntRange(min=1), default=1, show_default=True,
+              help="Downscale factor of the scene's cameras (as in training).")
+@click.option("--camera", "camera_json", type=click.Path(exists=True, dir_okay=False),
+              help="JSON file with one camera or a list: world_to_camera (4x4), fx, fy, cx, cy, width, height.")
+@click.option("--out", "out_dir", default="out/render", show_default=True, type=click.Path(file_okay=False))
+@click.option("--background", default="0,0,0", show_default=True, help="r,g,b in [0,1].")
+@click.option("--limit", type=click.IntRange(min=1), default=None, help="Render at most this many cameras.")
+@click.option("--sh-degree", type=click.IntRange(0, 3), default=None,
+              help="Render with at most this SH degree (lower degrees hold more Gaussians on a GPU).")
+@DROP_NONFINITE_OPTION
+@RENDER_MODE_OPTION
+@DEVICE_OPTION
+def render(model_path, data, resolution, camera_json, out_dir, background, limit, sh_degree,
+           drop_nonfinite, antialiased, device):
+    """Render MODEL_PATH (.ply) from the cameras of a scene or a camera file, writing PNGs.
+
+    Without MODEL_PATH the scene's point cloud is rendered as initial Gaussians (what training
+    starts from), next to the scene's ground-truth images.
+    """
+    render_model(model_path, data, camera_json, out_dir, parse_color(background), limit, device,
+                    resolution, sh_degree, drop_nonfinite, antialiased)
+
+
+
+
+def render_model(model_path, data, camera_json, out_dir, background, limit, device, resolution=1,
+           sh_degree=None, drop_nonfinite=False, antialiased: bool | None = None) -> None:
+    """Render a model from a scene's cameras (next to its images) or from a camera file.
+
+    ``data``: 'default' (the embedded scene) or any scene ``train`` reads, at ``resolution``.
+    Without ``model_path`` the scene's point cloud is rendered as initial Gaussians. The render
+    mode is the model's (its PLY header), unless ``antialiased`` says otherwise.
+    """
+    from ..atomic_io import safe_file_stem
+
+    model, mode = load_model_and_mode(model_path, drop_nonfinite) if model_path else (None, "classic")
+    dataset = load_training_data(data, resolution, False, background)
+    if model is None:
+        if dataset.points is None:
+            raise UserError(f"{data} has no point cloud to render: pass a MODEL.ply")
+        model = GaussianModel.from_points(dataset.points, dataset.point_colors, sh_degree=0)
+    if sh_degree is not None and sh_degree < model.sh_degree:
+        model = model.with_sh_degree(sh_degree)
+    views = [(cam, i) for i, cam in enumerate(dataset.cameras)]   # (camera, ground-truth index)
+    if camera_json:
+        views = [(cam, None) for cam in load_cameras_json(camera_json)]
+    if limit is not None:
+        views = views[:limit]
+    config = render_mode_for(mode, antialiased, click.echo)
+    render_fn, path_name = make_renderer(device, echo=click.echo, config=config)
+    try:
+        os.makedirs(out_dir, exist_ok=True)
+    except OSError as exc:
+        raise UserError(f"cannot create --out {out_dir}: {exc.strerror or exc}") from None
+    times = []
+    for k, (cam, gt) in enumerate(views):
+        t0 = time.perf_counter()
+        image = render_fn(model, cam, background)
+        times.append(time.perf_counter() - t0)
+        name = safe_file_stem(cam.name, f"camera_{k:03d}")
+        save_png(os.path.join(out_dir, f"{name}.png"), image)
+        if gt is not None:
+            save_png(os.path.join(out_dir, f"{name}_gt.png"), dataset.load_image(gt))
+    click.echo(f"Rendered {len(views)} views of {len(model)} Gaussians ({config.mode}) on "
+               f"{path_name} (median {1000 * float(np.median(times)):.1f} ms/view) into {out_dir}")
+

@@ -1,0 +1,399 @@
+"""``train``: the command, the choice of path (NumPy, one device, several devices, MPI ranks), the
+run folder, resume, the live preview. The configuration flags are generated from the training
+configuration's declarations (:mod:`.config_cli`)."""
+
+from __future__ import annotations
+
+import os
+import time
+
+import click
+
+from ..errors import UserError
+from ..options import PRESET_NAMES
+from ..render_config import CLASSIC, RenderConfig, render_config
+from .common import ADAPTER_OPTION, DEVICE_OPTION, gpu_context, load_training_data
+from .config_cli import add_config_flags, configure, flag_value, given_config_flags
+
+# run-level flags a resumed run must agree with: parameter name -> (flag, run-info key)
+RUN_FLAGS = {"data": ("DATA", "data"), "resolution": ("-r/--resolution", "resolution"),
+             "eval_split": ("--eval", "eval_split"), "preset": ("--preset", "preset")}
+
+
+@click.command()
+@click.argument("data", required=False, default="default")
+@click.option("--out", "out_dir", default=None, type=click.Path(file_okay=False),
+              help="Output folder (default: runs/<scene name>).")
+@click.option("--preset", type=click.Choice(PRESET_NAMES), default="default", show_default=True,
+              help="smoke: 300 quick steps; fast: 7k steps; default: the original 30k schedule.")
+@click.option("--eval", "eval_split", is_flag=True,
+              help="Hold out every 8th image (sorted by name) as a test view.")
+@click.option("-r", "--resolution", type=click.IntRange(min=1), default=1, show_default=True,
+              help="Downscale images by this factor (cached).")
+@DEVICE_OPTION
+@ADAPTER_OPTION
+@click.option("--resume", default=None,
+              help="Continue the run in --out ('latest': its newest intact checkpoint) or from a "
+                   "checkpoint file, with the run's own configuration.")
+@click.option("--overwrite", is_flag=True,
+              help="Replace the run stored in --out (removes only the files a run writes).")
+@click.option("--preview", is_flag=True,
+              help="Show the model live in a window while it trains (GPU path; ignored without a "
+                   "display).")
+@click.option("--devices", default=None,
+              help="GPU path: train on several adapters at once, 'all' or adapter indices like "
+                   "0,1 (see `wgsl_splat devices`); the batch is split across them.")
+@click.option("--distributed", is_flag=True,
+              help="One rank per process under mpirun/srun (needs wgsl_splat[mpi]): the batch is "
+                   "split across ranks, gradients all-reduced with MPI, rank 0 writes the outputs.")
+@add_config_flags
+@click.pass_context
+def train(ctx, data, out_dir, preset, eval_split, resolution, device, adapter_filter, resume,
+          overwrite, preview, devices, distributed, **flags):
+    """Train on DATA: a COLMAP folder, a transforms.json scene, one image, or 'default' (the
+    embedded procedural scene). Writes a .ply, checkpoints, metrics.json and a log into --out,
+    which holds one run: an existing run is continued (--resume latest) or replaced (--overwrite).
+
+    SIGINT (Ctrl-C) and SIGTERM finish the current step, save a checkpoint and the PLY, and exit
+    with 130 / 143."""
+    given = given_config_flags(ctx)
+    cfg = configure(preset, flags.get("strategy"), given, flags)
+    sources = (click.core.ParameterSource.COMMANDLINE, click.core.ParameterSource.ENVIRONMENT)
+    given_run = {name for name in RUN_FLAGS if ctx.get_parameter_source(name) in sources}
+    run_training(data=data, out_dir=out_dir, preset=preset, eval_split=eval_split,
+                 resolution=resolution, device=device, adapter_filter=adapter_filter,
+                 resume=resume, overwrite=overwrite, preview=preview, devices=devices,
+                 distributed=distributed, cfg=cfg,
+                 given=ResumeCheck(given_run, {cf: flags[cf.param] for cf in given}))
+
+
+class ResumeCheck:
+    """The flags given on the command line: a resumed run keeps its own configuration, and every
+    flag given again must agree with it."""
+
+    def __init__(self, run_flags=frozenset(), config_flags=None) -> None:
+        self.run_flags = set(run_flags)
+        self.config_flags = dict(config_flags or {})
+
+    def check(self, old_cfg, old_run: dict, new_run: dict) -> None:
+        from .. import options
+
+        for name in sorted(self.run_flags):
+            flag, key = RUN_FLAGS[name]
+            if old_run.get(key) != new_run.get(key):
+                self._refuse(flag, new_run.get(key), old_run.get(key))
+        for cf, raw in self.config_flags.items():
+            new = flag_value(cf, raw)
+            old = options.get_path(old_cfg, cf.declared.path)
+            if old != new:
+                self._refuse(cf.declared.option.flag.split("/")[0], raw, old)
+
+    @staticmethod
+    def _refuse(flag, new, old):
+        raise UserError(f"{flag} {new} disagrees with the run being resumed ({old}): a resumed run "
+                        f"keeps its own configuration; drop the flag, or train into a new --out")
+
+
+def make_step_factory(device: str, adapter_filter: str | None, echo,
+                      config: RenderConfig = CLASSIC, devices: str | None = None, world=None):
+    """Pick the path: returns ``(factory, description)`` where ``factory(arrays, spec)`` builds a
+    :class:`~wgsl_splat.training.step.TrainStep` rendering in ``config``'s mode. ``devices``
+    (``--devices``) and ``world`` (an MPI reducer, ``--distributed``) make it a data-parallel step
+    over replicas (:mod:`wgsl_splat.training.parallel`): this process's devices, or under MPI one
+    device per rank chosen by the rank's index on its node."""
+    from ..reference.step import CpuTrainStep
+
+    def cpu_factory(arrays, spec):
+        return CpuTrainStep(arrays, spec=spec, render_config=config)
+
+    if devices is not None or world is not None:
+        return _replicated_factory(device, devices, world, echo, config, cpu_factory)
+    ctx = None if device == "cpu" else gpu_context(device, adapter_filter, echo)
+    if ctx is None:
+        return cpu_factory, "cpu (NumPy reference)"
+    from ..gpu.step import GpuTrainStep
+
+    def gpu_factory(arrays, spec):
+        return GpuTrainStep(ctx, arrays, spec=spec, render_config=config)
+
+    return gpu_factory, f"gpu ({ctx.name})"
+
+
+def _replicated_factory(device, devices, world, echo, config, cpu_factory):
+    from ..training.parallel import LocalReducer, ReplicatedStep
+
+    reducer = world or LocalReducer()
+    if device == "cpu":
+        if devices is not None:
+            raise UserError("--devices chooses GPU adapters: it needs the GPU path, not --device cpu")
+
+        def factory(arrays, spec):
+            return ReplicatedStep([cpu_factory(arrays, spec)], reducer, start_step=arrays.adam.step)
+        factory.world = reducer.size
+        return factory, f"cpu (NumPy reference), rank {reducer.rank} of {reducer.size}"
+    from ..gpu.runtime import GpuError, device_indices, open_devices
+    from ..gpu.step import GpuTrainStep
+
+    try:
+        indices = device_indices(devices or "all")
+        if world is not None:   # one device per rank: the rank's index among its node's ranks
+            indices = [indices[world.local_rank % len(indices)]]
+        contexts = open_devices(indices)
+    except GpuError as exc:
+        raise UserError(str(exc)) from None
+    if world is None and len(contexts) == 1:   # nothing to reduce: the plain step, no read-back
+        def single(arrays, spec):
+            return GpuTrainStep(contexts[0], arrays, spec=spec, render_config=config)
+        return single, f"gpu ([{indices[0]}] {contexts[0].name})"
+
+    def factory(arrays, spec):
+        replicas = [GpuTrainStep(ctx, arrays, spec=spec, render_config=config) for ctx in contexts]
+        return ReplicatedStep(replicas, reducer, start_step=arrays.adam.step)
+
+    factory.world = len(contexts) * reducer.size
+    names = ", ".join(f"[{i}] {c.name}" for i, c in zip(indices, contexts))
+    where = f"rank {reducer.rank} of {reducer.size}: " if world is not None else ""
+    return factory, f"gpu ({where}{names})"
+
+
+def _resumed_settings(meta: dict, run: dict, given: ResumeCheck) -> tuple:
+    """The configuration and run info a resumed run continues with: the checkpoint's own. Flags
+    given again must agree with it (one line naming the first that does not)."""
+    from ..training.config import TrainConfig
+
+    old_cfg = TrainConfig.from_dict(meta["config"])
+    old_run = {**run, **(meta.get("run") or {})}   # checkpoints before format 2 lack run info
+    given.check(old_cfg, old_run, run)
+    return old_cfg, old_run
+
+
+def run_training(data="default", out_dir=None, preset="default", eval_split=False, resolution=1,
+                 device="auto", adapter_filter=None, resume=None, overwrite=False, preview=False,
+                 devices=None, distributed=False, cfg=None, given: ResumeCheck | None = None
+                 ) -> None:
+    """The ``train`` command with its configuration settled (``cfg``: the preset's when None)."""
+    from ..training.config import make_config
+
+    cfg = cfg or make_config(preset)
+    given = given or ResumeCheck()
+    try:
+        cfg.check()
+    except ValueError as exc:
+        raise UserError(str(exc)) from None
+    run_info = dict(data=data if data == "default" else os.path.abspath(data), resolution=resolution,
+                    eval_split=eval_split, preset=preset)
+    if resume and overwrite:
+        raise UserError("--resume continues the run in --out and --overwrite replaces it: pass one")
+    out_dir = out_dir or _default_out_dir(data, resume)
+    if distributed:
+        return _train_distributed(out_dir, cfg, run_info, data, resolution, eval_split, device,
+                                  devices, resume, overwrite, given)
+    _train_locked(out_dir, cfg, run_info, data, resolution, eval_split, device, adapter_filter,
+                  resume, overwrite, given, preview, devices)
+
+
+def _default_out_dir(data: str, resume: str | None) -> str:
+    """A checkpoint's own run folder when resuming from one, else ``runs/<scene name>``."""
+    if resume and resume != "latest":
+        folder = os.path.dirname(os.path.abspath(resume))
+        if os.path.basename(folder) == "checkpoints":
+            return os.path.dirname(folder)
+    name = "default" if data == "default" else os.path.basename(os.path.normpath(data)) or "scene"
+    return os.path.join("runs", name)
+
+
+def _open_run(out_dir, cfg, run_info, resume, overwrite, given):
+    """Lock ``out_dir`` and settle what the run continues from: ``(lock, resume, cfg, run_info)``
+    (a resumed run keeps the checkpoint's configuration)."""
+    from ..training.trainer import TrainingError, find_checkpoint
+    from .run_dir import RunDirError, open_run_dir
+
+    continues_run = resume is not None and (
+        resume == "latest" or _inside(os.path.abspath(resume), os.path.abspath(out_dir)))
+    try:
+        lock = open_run_dir(out_dir, continues_run=continues_run, overwrite=overwrite,
+                            log=click.echo)
+    except RunDirError as exc:
+        raise UserError(str(exc)) from None
+    try:
+        if resume:
+            try:
+                resume, meta = find_checkpoint(os.path.join(out_dir, "checkpoints"), resume,
+                                               click.echo)
+            except TrainingError as exc:
+                raise UserError(str(exc)) from None
+            cfg, run_info = _resumed_settings(meta, run_info, given)
+    except BaseException:
+        lock.release()
+        raise
+    return lock, resume, cfg, run_info
+
+
+def _train_locked(out_dir, cfg, run_info, data, resolution, eval_split, device, adapter_filter,
+                  resume, overwrite, given, preview, devices) -> None:
+    lock, resume, cfg, run_info = _open_run(out_dir, cfg, run_info, resume, overwrite, given)
+    try:
+        if resume:
+            data, resolution, eval_split = (run_info["data"], run_info["resolution"],
+                                            run_info["eval_split"])
+        _train_in(out_dir, cfg, run_info, data, resolution, eval_split, device, adapter_filter,
+                  resume, preview, devices)
+    finally:
+        lock.release()
+
+
+def _train_distributed(out_dir, cfg, run_info, data, resolution, eval_split, device, devices,
+                       resume, overwrite, given) -> None:
+    """``train --distributed``: every rank trains a replica; rank 0 holds the run folder and
+    writes every output, the other ranks log into a scratch folder. Any rank's error ends every
+    rank (MPI_Abort) after a line that names the rank; the last checkpoint stays intact (written
+    atomically by rank 0)."""
+    import contextlib
+    import shutil
+    import sys
+    import tempfile
+
+    from ..training.parallel import mpi_world
+
+    world = mpi_world()
+    lock = None
+    try:
+        error = None
+        if world.rank == 0:
+            try:
+                lock, resume, cfg, run_info = _open_run(out_dir, cfg, run_info, resume, overwrite,
+                                                        given)
+            except UserError as exc:
+                error = str(exc)
+        error, resume, cfg, run_info = world.comm.bcast((error, resume, cfg, run_info), root=0)
+        if error:
+            raise UserError(error)
+        if resume:
+            data, resolution, eval_split = (run_info["data"], run_info["resolution"],
+                                            run_info["eval_split"])
+        if world.rank == 0:
+            _train_in(out_dir, cfg, run_info, data, resolution, eval_split, device, None, resume,
+                      False, devices, world)
+        else:
+            scratch = tempfile.mkdtemp(prefix=f"wgsl_splat_rank{world.rank}_")
+            try:
+                with open(os.devnull, "w") as quiet, contextlib.redirect_stdout(quiet):
+                    _train_in(scratch, cfg, run_info, data, resolution, eval_split, device, None,
+                              resume, False, devices, world)
+            finally:
+                shutil.rmtree(scratch, ignore_errors=True)
+    except click.exceptions.Exit:
+        raise                        # an agreed stop (SIGINT/SIGTERM): every rank exits alike
+    except BaseException as exc:     # noqa: BLE001
+        if world.size == 1:
+            raise
+        msg = str(exc) if isinstance(exc, UserError) else f"{type(exc).__name__}: {exc}"
+        sys.stderr.write(f"Error: rank {world.rank} of {world.size}: {msg}; ending every rank "
+                         f"(the last checkpoint in {out_dir}/checkpoints is intact)\n")
+        sys.stderr.flush()
+        world.comm.Abort(1)
+    finally:
+        if lock is not None:
+            lock.release()
+
+
+def _inside(path: str, folder: str) -> bool:
+    return os.path.commonpath([path, folder]) == folder
+
+
+def _train_in(out_dir, cfg, run_info, data, resolution, eval_split, device, adapter_filter,
+              resume, preview, devices=None, world=None) -> None:
+    """The run itself, in a locked output folder."""
+    from ..data.datasets import DatasetError
+    from ..training.trainer import Trainer, TrainingError
+
+    dataset = load_training_data(data, resolution, eval_split, cfg.background)
+    for note in dataset.notes:
+        click.echo(f"note: {note}")
+    with click.progressbar(length=len(dataset.cameras), label="decoding images") as bar:
+        try:   # every image before step 1: a bad one is an error now, not hours into the run
+            dataset.preload(progress=bar.update)
+        except DatasetError as exc:
+            raise UserError(str(exc)) from None
+    factory, path_name = make_step_factory(device, adapter_filter, click.echo,
+                                           render_config(cfg.render_mode), devices, world)
+    replicas = getattr(factory, "world", 1)
+    if cfg.batch_size < replicas:
+        raise UserError(f"--batch-size {cfg.batch_size} is smaller than the {replicas} devices "
+                        f"training it: each device needs at least one view per step")
+    click.echo(f"Training {len(dataset.train_indices)} views ({len(dataset.test_indices)} held out) "
+               f"for {cfg.iters} steps ({cfg.render_mode}) on {path_name} -> {out_dir}")
+    trainer = Trainer(dataset, cfg, out_dir, factory, log=click.echo,
+                      run_info=dict(run_info, device=path_name),
+                      primary=world is None or world.rank == 0)
+    on_step = None
+    if preview:
+        on_step = _preview_hook(dataset, click.echo)
+    bar = click.progressbar(length=cfg.iters, label="training", show_eta=True, show_pos=True,
+                            item_show_func=lambda s: s, file=None)
+    state = {"done": 0, "t0": time.perf_counter()}
+
+    def progress(it, loss, tr):
+        rate = (it - state.get("first", it)) / max(time.perf_counter() - state["t0"], 1e-9)
+        state.setdefault("first", it - 1)
+        shown = "…" if loss is None else f"{loss:.4f}"
+        bar.update(it - state["done"], f"loss {shown} N {tr.step.num_gaussians} {rate:.2f} it/s")
+        state["done"] = it
+
+    try:
+        with bar:
+            state["done"] = 0
+            summary = trainer.run(resume=resume, progress=progress, on_step=on_step)
+    except TrainingError as exc:
+        raise UserError(str(exc)) from None
+    finally:
+        trainer.close()
+        if on_step is not None:
+            on_step.close()
+    ply = os.path.relpath(summary["ply"], out_dir) if summary["ply"] else "no PLY"
+    if summary["interrupted"]:
+        click.echo(f"Interrupted by {summary['interrupted']} at step {summary['iterations']}: "
+                   f"saved {ply} and {os.path.relpath(summary['checkpoint'], out_dir)} in "
+                   f"{out_dir}. Continue with: wgsl_splat train --out {out_dir} --resume latest")
+        raise click.exceptions.Exit(128 + summary["signal"])   # what shells report for a signal
+    click.echo(f"Results in {out_dir}: {ply}, metrics.json, train.log, checkpoints/")
+
+
+class _preview_hook:
+    """The trainer's on_step hook for --preview: opens the window at the first step (the device
+    step exists then); any reason it cannot is a warning, never the end of the run."""
+
+    def __init__(self, dataset, echo) -> None:
+        from .viewer import ViewerError, check_display
+
+        self.dataset, self.echo, self.preview, self.off = dataset, echo, None, False
+        try:
+            check_display()
+        except ViewerError as exc:
+            echo(f"Warning: --preview ignored: {exc}")
+            self.off = True
+
+    def __call__(self, it, trainer) -> None:
+        if self.off:
+            return
+        if self.preview is None:
+            from .viewer import TrainingPreview, ViewerError
+
+            if trainer.step.renderer is None:
+                self.echo("Warning: --preview needs the GPU path; training continues without it")
+                self.off = True
+                return
+            try:
+                self.preview = TrainingPreview(trainer.step, self.dataset, log=trainer.log)
+            except ViewerError as exc:
+                self.echo(f"Warning: --preview ignored: {exc}")
+                self.off = True
+                return
+        self.preview.on_step(it, trainer)
+
+    def close(self) -> None:
+        if self.preview is not None:
+            trainer_overhead = self.preview.overhead
+            self.echo(f"preview: {self.preview.viewer.frames} frames, "
+                      f"{100 * trainer_overhead:.1f}% of the wall time")
+            self.preview.close()

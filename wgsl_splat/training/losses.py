@@ -1,0 +1,88 @@
+"""The training loss, declared once for both paths.
+
+``loss = (1 − λ)·L1 + λ·(1 − SSIM)`` of the rendered image against the view (the image terms:
+``reference/loss.py`` and ``gpu/shaders/loss*.wgsl``), plus **parameter terms**: a weight times the
+mean over a parameter group of an elementwise function (gsplat's ``opacity_reg`` and ``scale_reg``,
+which 3DGS-MCMC uses). A parameter term is one :class:`ParamTerm` in :data:`PARAM_TERMS` holding both
+of its parts — the NumPy function and its derivative, and the same in WGSL — and its weight is one
+field of :class:`LossConfig`, which is an option of the ``train`` command. The NumPy step and the
+device step both report ``image loss + parameter terms`` (the device sums the terms' values in
+``project_backward.wgsl`` and adds them to its loss ring).
+
+To add a parameter term: a weight field in :class:`LossConfig` and a :class:`ParamTerm` below.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Callable
+
+import numpy as np
+
+from ..options import option
+
+IMAGE_LOSS = "(1 − λ)·L1 + λ·(1 − SSIM)"
+
+
+@dataclass
+class LossConfig:
+    """The training loss (module doc)."""
+
+    lambda_dssim: float = option(
+        0.2, "λ, the weight of (1 − SSIM) against L1 in the image loss (3DGS: 0.2).",
+        flag="--lambda-dssim", minimum=0.0, maximum=1.0)
+    opacity_reg: float = option(
+        0.0, "Weight of the mean-opacity regulariser, weight · mean σ(logit) (gsplat's opacity_reg).",
+        flag="--opacity-reg", minimum=0.0)
+    scale_reg: float = option(
+        0.0, "Weight of the mean-scale regulariser, weight · mean exp(log-scale) (gsplat's "
+             "scale_reg).", flag="--scale-reg", minimum=0.0)
+
+    def active_terms(self) -> list[tuple["ParamTerm", float]]:
+        """The parameter terms with a non-zero weight, with their weights."""
+        return [(t, getattr(self, t.weight)) for t in PARAM_TERMS if getattr(self, t.weight) != 0.0]
+
+
+@dataclass(frozen=True)
+class ParamTerm:
+    """``weight · mean over the elements of a parameter group of f(x)``.
+
+    ``numpy(x)`` returns ``(f(x), f'(x))`` in float64; ``wgsl`` is the body of a WGSL function of
+    ``x: f32`` returning ``vec2<f32>(f(x), f'(x))`` (the device step generates its code from it)."""
+
+    weight: str                 # the LossConfig field holding the weight
+    group: str                  # the parameter group (GaussianModel attribute)
+    numpy: Callable[[np.ndarray], tuple[np.ndarray, np.ndarray]]
+    wgsl: str
+
+
+def _sigmoid_term(x):
+    s = 1.0 / (1.0 + np.exp(-x))
+    return s, s * (1.0 - s)
+
+
+def _exp_term(x):
+    e = np.exp(x)
+    return e, e
+
+
+PARAM_TERMS: tuple[ParamTerm, ...] = (
+    ParamTerm("opacity_reg", "opacity_logits", _sigmoid_term,
+              "let s = 1.0 / (1.0 + exp(-x));\n    return vec2<f32>(s, s * (1.0 - s));"),
+    ParamTerm("scale_reg", "log_scales", _exp_term,
+              "let e = exp(x);\n    return vec2<f32>(e, e);"),
+)
+
+
+def param_terms_numpy(config: LossConfig, model, grads) -> float:
+    """The parameter terms' value at ``model``; their gradients added to ``grads`` (in place)."""
+    total = 0.0
+    for term, weight in config.active_terms():
+        x = getattr(model, term.group).astype(np.float64)
+        if x.size == 0:
+            continue
+        value, slope = term.numpy(x)
+        g = getattr(grads, term.group)
+        g += (weight / x.size * slope).astype(g.dtype)
+        total += weight * float(value.mean())
+    return total
