@@ -20,8 +20,10 @@ from wgsl_splat.training.optim import AdamState, OptimConfig, adam_step
 from wgsl_splat.reference import render, render_backward
 from wgsl_splat.reference.loss import loss_and_grad
 from wgsl_splat.reference.step import CpuTrainStep
-from wgsl_splat.training.state import ADC_STATS, HostArrays
-from wgsl_splat.training.step import View, ndc_grad_norm
+from wgsl_splat.training.state import HostArrays
+from wgsl_splat.strategy.adc import ADC_STATS
+from wgsl_splat.training.statistics import ndc_grad_norm
+from wgsl_splat.training.step import View
 
 
 def batch_problem(seed: int, views: int = 3, n: int = 80, w: int = 48, h: int = 40):

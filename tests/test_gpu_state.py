@@ -15,7 +15,8 @@ from wgsl_splat.training.optim import OptimConfig
 from wgsl_splat.tools.random_scene import random_scene
 from wgsl_splat.reference import rows
 from wgsl_splat.reference.step import CpuTrainStep
-from wgsl_splat.training.state import ADC_STATS, KEEP, NEW, RELOCATE, SPLIT, ADCRound, HostArrays, RowEdit, RowTable
+from wgsl_splat.training.state import KEEP, NEW, RELOCATE, SPLIT, HostArrays, RowEdit, RowTable
+from wgsl_splat.strategy.adc import ADC_STATS, ADCRound, adc_round, densify_host
 from wgsl_splat.training.losses import LossConfig
 
 
@@ -71,9 +72,9 @@ def test_adc_round_matches_the_numpy_path(gpu_ctx):
     for rnd in (ADCRound(2e-4, 0.02, 2, 1.6, 0.005, None, 0.0, 10**9, key=77),
                 ADCRound(2e-4, 0.02, 3, 2.4, 0.005, 0.15, 20.0, 10**9, key=78),
                 ADCRound(2e-4, 0.02, 2, 1.6, 0.005, 0.15, 0.0, room=150, key=79)):   # capped
-        want, report = rows.densify_adc(a, rnd)
+        want, report = densify_host(a, rnd)
         step = device_state(gpu_ctx, a)
-        got_report = step.state.densify_adc(rnd)
+        got_report = adc_round(step.state, rnd)
         assert got_report.capped == report.capped
         assert (got_report.cloned, got_report.split, got_report.pruned, got_report.after) == \
                (report.cloned, report.split, report.pruned, report.after), rnd
@@ -88,7 +89,7 @@ def test_densify_round_reads_back_only_counts(gpu_ctx):
     a = random_arrays(rng, 20000)
     step = device_state(gpu_ctx, a)
     before = dict(step.counters)
-    step.state.densify_adc(ADCRound(2e-4, 0.02, 2, 1.6, 0.005, None, 0.0, 10**9, key=1))
+    adc_round(step.state, ADCRound(2e-4, 0.02, 2, 1.6, 0.005, None, 0.0, 10**9, key=1))
     step.state.reset_opacity(0.01)
     after = step.counters
     assert after["readbacks"] - before["readbacks"] == 1
@@ -134,8 +135,8 @@ def test_mcmc_relocation_growth_and_noise_match_the_numpy_path(gpu_ctx):
     np.testing.assert_allclose(got.model.opacity_logits, want.model.opacity_logits, rtol=2e-4, atol=2e-4)
     np.testing.assert_allclose(got.model.log_scales, want.model.log_scales, rtol=2e-4, atol=2e-4)
     assert_arrays_close(got, want, rtol=2e-4, atol=2e-4, exact=("means", "quats", "sh"))
-    want2, added = rows.add_by_opacity(want, 400, 0.005, key=22)
-    assert step.state.add_by_opacity(400, 0.005, key=22) == added == 400
+    want2, added = rows.sample_add(want, 400, 0.005, key=22)
+    assert step.state.sample_add(400, 0.005, key=22) == added == 400
     got2 = step.state.download()
     np.testing.assert_array_equal(got2.model.sh, want2.model.sh)
     assert_arrays_close(got2, want2, rtol=2e-4, atol=2e-4, exact=("means", "quats", "sh"))

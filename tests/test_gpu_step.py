@@ -24,7 +24,7 @@ from wgsl_splat.tools.random_scene import random_scene
 from wgsl_splat.reference import loss_and_grad, render
 from wgsl_splat.reference.step import CpuTrainStep
 from wgsl_splat.training.state import HostArrays
-from wgsl_splat.training.step import ndc_grad_norm
+from wgsl_splat.training.statistics import ndc_grad_norm
 
 VARIANTS = [(True, True), (True, False), (False, True), (False, False)]   # float atomics, subgroups
 

@@ -22,7 +22,8 @@ from wgsl_splat.gpu.step import GpuTrainStep
 from wgsl_splat.training.optim import OptimConfig
 from wgsl_splat.training.parallel import LocalReducer, ReplicatedStep, parameter_hash
 from wgsl_splat.data.ply import load_ply
-from wgsl_splat.training.state import ADC_STATS, HostArrays
+from wgsl_splat.training.state import HostArrays
+from wgsl_splat.strategy.adc import ADC_STATS
 
 
 @pytest.fixture(scope="module")

@@ -17,7 +17,8 @@ from wgsl_splat.app.cli import main
 from wgsl_splat.model import GaussianModel
 from wgsl_splat.reference import rows
 from wgsl_splat.reference.projection import quat_to_rotmat
-from wgsl_splat.training.state import ADC_STATS, KEEP, NEW, RELOCATE, SPLIT, ADCRound, HostArrays, RowEdit, RowTable
+from wgsl_splat.training.state import KEEP, NEW, RELOCATE, SPLIT, HostArrays, RowEdit, RowTable
+from wgsl_splat.strategy.adc import ADC_STATS, ADCRound, adc_round, densify_host
 from wgsl_splat.strategy import MCMCConfig
 
 
@@ -90,7 +91,7 @@ def test_adc_round_is_3dgs_sequence_of_operations(rng, after_reset):
     a.model.opacity_logits[::7] = -8.0            # transparent ones to prune
     rnd = ADCRound(2e-4, 0.02, 2, 1.6, 0.005, 0.15 if after_reset else None,
                    20.0 if after_reset else 0.0, 10**9, key=1234)
-    out, report = rows.densify_adc(a, rnd)
+    out, report = densify_host(a, rnd)
     model, m, v = three_dgs_round(a, rnd)
     assert len(out) == len(model) == report.after and report.before == 400
     assert report.cloned > 10 and report.split > 10 and report.pruned > 10
@@ -109,7 +110,7 @@ def test_adc_room_keeps_the_strongest(rng):
     a.stats["denom"][:] = 1
     a.stats["grad_accum"][:] = np.linspace(1e-4, 1e-3, 300)   # 200 of them reach 4e-4
     rnd = ADCRound(4e-4, 0.01, 2, 1.6, 0.005, None, 0.0, room=50, key=0)
-    out, report = rows.densify_adc(a, rnd)
+    out, report = densify_host(a, rnd)
     assert report.capped and report.cloned == 50 and len(out) == 350
     np.testing.assert_array_equal(out.model.means[300:], a.model.means[250:])   # the strongest 50
 
@@ -218,7 +219,7 @@ def test_relocate_moves_dead_onto_live_in_proportion_to_opacity(rng):
 
 def test_add_by_opacity_and_perturb(rng):
     a = random_arrays(rng, 500, stats=())
-    out, added = rows.add_by_opacity(a, 25, 0.005, key=3)
+    out, added = rows.sample_add(a, 25, 0.005, key=3)
     assert added == 25 and len(out) == 525
     assert np.all(out.adam.m.means[500:] == 0) and np.all(out.adam.v.sh[500:] == 0)
     # perturbation: nearly transparent Gaussians move by ~ their covariance, opaque ones stay

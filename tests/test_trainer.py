@@ -16,7 +16,8 @@ from wgsl_splat.training.optim import AdamState
 from wgsl_splat.data.ply import load_ply
 from wgsl_splat.reference import rows
 from wgsl_splat.reference.step import CpuTrainStep
-from wgsl_splat.training.state import ADCRound, HostArrays
+from wgsl_splat.training.state import HostArrays
+from wgsl_splat.strategy.adc import ADCRound, adc_round, densify_host
 from wgsl_splat.strategy import ADCConfig
 from wgsl_splat.training.trainer import Trainer, TrainingError
 
@@ -172,7 +173,7 @@ def test_densify_rules():
     a.stats["grad_accum"][[0, 1, 4, 5]] = 2 * 3e-4   # above 2e-4 on average
     a.stats["grad_accum"][[2, 6]] = 2 * 1e-4         # below
     a.adam.m.means[:] = 1.0
-    out, report = rows.densify_adc(a, adc_round(extent, False))
+    out, report = densify_host(a, adc_round(extent, False))
     assert (report.cloned, report.split, report.pruned) == (2, 2, 1)
     assert len(out) == 8 + 2 + 2 * 2 - 2 - 1 == len(out.adam) == len(out.stats["denom"])
     # split children have scale / 1.6 and sit around their parent
@@ -192,10 +193,10 @@ def test_densify_prunes_large_after_reset_and_resets_opacity():
     a = HostArrays.fresh(model, ("grad_accum", "denom", "max_radii"))
     a.stats["max_radii"][1] = 25                # > 20 px on screen
     # default: the world-size test only (screen-size pruning is off, as effectively in 3DGS)
-    out, report = rows.densify_adc(a, adc_round(2.0, True))
+    out, report = densify_host(a, adc_round(2.0, True))
     assert len(out) == 2 and report.pruned == 1
     cfg = ADCConfig(max_screen_size=20.0)       # opt in: > 20 px on screen is pruned too
-    out, report = rows.densify_adc(a, adc_round(2.0, True, cfg))
+    out, report = densify_host(a, adc_round(2.0, True, cfg))
     assert len(out) == 1 and report.pruned == 2
     out.adam.m.opacity_logits[:] = 3.0
     rows.reset_opacity(out, 0.01)

@@ -39,9 +39,21 @@ import numpy as np
 
 from ..camera import Camera
 from .colmap import ColmapError, find_model, read_model
-from .images import (IMAGE_EXTENSIONS, Distortion, ImageCache, ImageReadError, image_has_alpha,
-                        max_outside_pixels, read_image, read_image_size, reason, resize_area,
-                        to_u8, undistort_image, user_cache_root)
+from .images import (
+    IMAGE_EXTENSIONS,
+    Distortion,
+    ImageCache,
+    ImageReadError,
+    image_has_alpha,
+    max_outside_pixels,
+    read_image,
+    read_image_size,
+    reason,
+    resize_area,
+    to_u8,
+    undistort_image,
+    user_cache_root,
+)
 
 __all__ = ["Dataset", "DatasetError", "ImageSource", "load_dataset"]
 
@@ -623,7 +635,11 @@ def _ngp_aabb(meta: dict) -> np.ndarray | None:
 
 def _read_point_cloud(path: Path) -> tuple[np.ndarray, np.ndarray] | None:
     """xyz (float64) and colours (float32 in [0,1], grey when absent) of a PLY's vertices."""
-    from .ply import PlyError, _read_header, _read_vertices  # the generic PLY vertex reader
+    from .ply import (  # the generic PLY vertex reader
+        PlyError,
+        _read_header,
+        _read_vertices,
+    )
 
     try:
         with open(path, "rb") as f:

@@ -1,4 +1,4 @@
-"""Backward passes of the GPU step (docs/design.md §3 stages 8-9), recorded into the caller's pass.
+"""Backward passes of the GPU step (docs/design.md §3), recorded into the caller's pass.
 
 - ``shaders/raster_backward.wgsl``: one workgroup per tile, back to front, per-splat gradients of
   the 2D mean, conic, colour and opacity accumulated into ``grad2d`` (12 floats per splat) with one
@@ -9,8 +9,8 @@
   otherwise through workgroup memory per thread (``subgroups=False`` forces it).
 - ``shaders/project_backward.wgsl``: one thread per Gaussian, chains ``grad2d`` to every stored
   parameter (into ``grads``, the flat layout of ``params``), zeroes ``grad2d`` for the next step and
-  accumulates the densification statistics in ``densify_stats`` (``grad_accum N | denom N |
-  max_radii N``).
+  accumulates the strategy's statistics in ``stats`` (one plane of N floats each; the code is
+  generated from their declarations, :func:`~wgsl_splat.training.statistics.statistics_wgsl`).
 
 Both read the forward pass's buffers by the renderer's pool names, so the backward pass reuses the
 forward's sort, ranges, final transmittance and last-contributor index instead of recomputing them.
@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from ..training.statistics import STANDARD, resolve, statistics_wgsl
 from .pool import BufferPool
 from .renderer import GpuRenderer
 from .runtime import GpuContext, GpuError
@@ -37,7 +38,7 @@ class GpuBackward:
 
     def __init__(self, ctx: GpuContext, pool: BufferPool, lib: ShaderLibrary, renderer: GpuRenderer,
                  *, float_atomics: bool | None = None, subgroups: bool | None = None,
-                 rows: int | None = None) -> None:
+                 rows: int | None = None, statistics=STANDARD) -> None:
         self.ctx = ctx
         self.pool = pool
         self.lib = lib
@@ -67,7 +68,9 @@ class GpuBackward:
             "ATOMICS": "atomic_float.wgsl" if self.float_atomics else "atomic_cas.wgsl",
             "PARTIALS": "partials_subgroup.wgsl" if self.subgroups else "partials_workgroup.wgsl"},
             config=config)
-        self._project = lib.module("project_backward", config=config)
+        self.statistics = resolve(statistics)
+        self._project = lib.module("project_backward", config=config, generated={
+            "statistics.wgsl": statistics_wgsl(self.statistics)})
         self.num = 0
 
     @property
@@ -76,13 +79,14 @@ class GpuBackward:
                 f"{'subgroup' if self.subgroups else 'workgroup'} reduction")
 
     def configure(self, n: int, stats: np.ndarray | None = None) -> None:
-        """Size the per-splat buffers for ``n`` Gaussians; ``stats`` (3, n) float32 (grad_accum,
-        denom, max_radii) replaces the densification statistics (zeros when None). ``grad2d`` is
-        cleared so that the next backward pass accumulates into zeros."""
+        """Size the per-splat buffers for ``n`` Gaussians; ``stats`` (S, n) float32, one row per
+        statistic in order, replaces the statistics (zeros when None). ``grad2d`` is cleared so
+        that the next backward pass accumulates into zeros."""
         self.resize(n)
         m = max(self.num, 1)
-        data = np.zeros((3, m), np.float32) if stats is None else np.asarray(stats, np.float32)
-        self.pool.write("densify_stats", data)
+        data = (np.zeros((max(len(self.statistics), 1), m), np.float32) if stats is None
+                else np.asarray(stats, np.float32))
+        self.pool.write("stats", data)
 
     def resize(self, n: int) -> None:
         """Size the per-splat buffers for ``n`` Gaussians, keeping the statistics (a device-side
@@ -90,7 +94,7 @@ class GpuBackward:
         self.num = int(n)
         m = max(self.num, 1)
         self.pool.get("grad2d", 4 * GRAD2D_FLOATS * m)
-        self.pool.get("densify_stats", 12 * m, keep_contents=True)
+        self.pool.get("stats", 4 * max(len(self.statistics), 1) * m, keep_contents=True)
         with self.ctx.guard("clearing the screen-space gradients"):
             enc = self.ctx.device.create_command_encoder(label="clear grad2d")
             enc.clear_buffer(self.pool["grad2d"])
@@ -114,7 +118,7 @@ class GpuBackward:
             "STATS": int(stats), "ACCUMULATE": int(accumulate), **self.renderer.sh_constants}))
         cpass.set_bind_group(0, self.pool.bind_group(self._project, 0, {
             "rp": "render_params", "params": "params", "splats": "splats", "grad2d": "grad2d",
-            "grads": "grads", "stats": "densify_stats", "filter3d": "filter3d"}))
+            "grads": "grads", "stats": "stats", "filter3d": "filter3d"}))
         cpass.dispatch_workgroups(*grid_2d(-(-self.num // 256)))
 
     def encode(self, cpass, grad_image: str = "grad_image", *, stats: bool = True) -> None:
@@ -124,6 +128,6 @@ class GpuBackward:
         self.encode_project(cpass, stats=stats)
 
     def read_stats(self) -> np.ndarray:
-        """(3, N) float32: grad_accum, denom, max_radii (blocking read)."""
-        n = self.num
-        return self.pool.read_array("densify_stats", np.float32, 3 * n).reshape(3, n)
+        """(S, N) float32: the statistics in order (blocking read)."""
+        n, s = self.num, len(self.statistics)
+        return self.pool.read_array("stats", np.float32, s * n).reshape(s, n)

@@ -84,13 +84,28 @@ def _file_name(name: str) -> str:
     return name if name.endswith(".wgsl") else name + ".wgsl"
 
 
+def generated_includes(config: RenderConfig | None = None) -> dict[str, str]:
+    """The includes every module may use that are generated from their Python declarations: the
+    render constants (``render_config.wgsl``) and the row operations' constants
+    (``row_constants.wgsl``: the state's row kinds, the relocation's constants)."""
+    from ..reference.rows import row_constants_wgsl
+
+    return {GENERATED_RENDER_CONFIG: (config or CLASSIC).wgsl(),
+            "row_constants.wgsl": row_constants_wgsl()}
+
+
 def load_source(name: str, defines: dict | None = None, shader_dir: Path | None = None,
-                config: RenderConfig | None = None) -> ShaderSource:
-    """Read ``shaders/NAME.wgsl`` with includes expanded and ``{{KEY}}`` substituted; the
-    generated ``render_config.wgsl`` holds ``config``'s constants (default: the classic mode)."""
+                config: RenderConfig | None = None, generated: dict | None = None,
+                source: str | None = None) -> ShaderSource:
+    """Read ``shaders/NAME.wgsl`` (or take ``source``, the text of a module kept elsewhere, e.g.
+    beside a strategy) with includes expanded and ``{{KEY}}`` substituted; the generated includes
+    (:func:`generated_includes` for ``config``, plus ``generated``: file name -> text) come
+    from Python declarations, not from files."""
     root = Path(shader_dir) if shader_dir is not None else SHADER_DIR  # a path or a Traversable
     defines = {k: str(v) for k, v in (defines or {}).items()}
-    generated = {GENERATED_RENDER_CONFIG: (config or CLASSIC).wgsl()}
+    generated = {**generated_includes(config), **(generated or {})}
+    if source is not None:
+        generated[_file_name(name)] = source
     out_lines: list[str] = []
     line_map: list[tuple[str, int]] = []
     included: set[str] = set()
@@ -191,6 +206,19 @@ class ShaderModule:
             self.lib.pipelines_created += 1
         return pipe
 
+    def constant(self, name: str) -> int:
+        """The value of the module's integer ``const NAME`` (the host reads shared sizes here)."""
+        consts = wgsl_constants(self.source)
+        if name not in consts:
+            raise KeyError(f"shaders/{self.source.name}.wgsl declares no integer const {name}")
+        return consts[name]
+
+    def workgroup_size(self, entry: str) -> tuple[int, int, int]:
+        """The ``@workgroup_size`` of entry point ``entry``, read from the source (names resolved
+        through the module's ``const`` declarations): the host sizes its dispatches from it, so the
+        two cannot disagree."""
+        return workgroup_size(self.source, entry)
+
     def binding_kinds(self, group: int) -> dict[int, tuple[str, bool]]:
         return {b: (kind, dyn) for g, b, kind, dyn, _ in self.source.bindings if g == group}
 
@@ -207,14 +235,37 @@ class ShaderModule:
         return struct_dtype(self.source, name, stride)
 
 
+# -- constants the host reads from the WGSL -------------------------------------------------------------
+_CONST_RE = re.compile(r"^\s*const\s+([A-Za-z_]\w*)\s*(?::\s*\w+)?\s*=\s*([0-9]+)u?\s*;", re.M)
+
+
+def wgsl_constants(source: ShaderSource) -> dict[str, int]:
+    """The module-scope integer ``const`` declarations of a module."""
+    return {m.group(1): int(m.group(2)) for m in _CONST_RE.finditer(source.code)}
+
+
+def workgroup_size(source: ShaderSource, entry: str) -> tuple[int, int, int]:
+    """``@workgroup_size(x[, y[, z]])`` of ``fn entry`` (integers or ``const`` names)."""
+    m = re.search(r"@workgroup_size\(([^)]*)\)\s*fn\s+" + re.escape(entry) + r"\s*\(", source.code)
+    if m is None:
+        raise KeyError(f"shaders/{source.name}.wgsl has no compute entry point {entry!r}")
+    consts = wgsl_constants(source)
+    dims = []
+    for part in m.group(1).split(","):
+        part = part.strip().rstrip("u")
+        dims.append(int(part) if part.isdigit() else consts[part])
+    return tuple(dims + [1] * (3 - len(dims)))
+
+
 # -- uniform struct layouts ---------------------------------------------------------------------------
 _SCALARS = {"f32": "<f4", "u32": "<u4", "i32": "<i4"}
 _VEC_RE = re.compile(r"^vec([234])\s*<\s*(f32|u32|i32)\s*>$")
-_ARRAY_RE = re.compile(r"^array\s*<\s*(.+?)\s*,\s*(\d+)u?\s*>$")
+_ARRAY_RE = re.compile(r"^array\s*<\s*(.+?)\s*,\s*(\d+u?|[A-Za-z_]\w*)\s*>$")
 
 
-def _wgsl_layout(type_text: str) -> tuple[str, tuple, int, int]:
-    """(NumPy scalar code, shape, alignment, size) of a WGSL type in the uniform address space."""
+def _wgsl_layout(type_text: str, consts: dict | None = None) -> tuple[str, tuple, int, int]:
+    """(NumPy scalar code, shape, alignment, size) of a WGSL type in the uniform address space
+    (array lengths may be ``const`` names of ``consts``)."""
     t = type_text.strip()
     if t in _SCALARS:
         return _SCALARS[t], (), 4, 4
@@ -224,13 +275,15 @@ def _wgsl_layout(type_text: str) -> tuple[str, tuple, int, int]:
         return _SCALARS[m.group(2)], (n,), (8 if n == 2 else 16), 4 * n
     m = _ARRAY_RE.match(t)
     if m:
-        code, shape, align, size = _wgsl_layout(m.group(1))
+        code, shape, align, size = _wgsl_layout(m.group(1), consts)
+        length = m.group(2).rstrip("u")
+        length = int(length) if length.isdigit() else (consts or {})[length]
         stride = -(-size // align) * align
         if stride % 16 or stride != size:
             # uniform arrays have a 16-byte element stride: only vec4 elements map onto a plain
             # NumPy subarray, which is all the structs here use
             raise ValueError(f"uniform array element {m.group(1)!r} is not a 16-byte vector")
-        return code, (int(m.group(2)),) + shape, max(align, 16), stride * int(m.group(2))
+        return code, (length,) + shape, max(align, 16), stride * length
     raise ValueError(f"WGSL type {t!r} is not supported in uniform structs")
 
 
@@ -256,10 +309,11 @@ def struct_dtype(source: ShaderSource, name: str, stride: int | None = None) -> 
     if not found:
         raise KeyError(f"shaders/{source.name}.wgsl declares no struct {name!r}")
     names, formats, offsets = [], [], []
+    consts = wgsl_constants(source)
     offset, struct_align = 0, 16
     for field in _split_fields(found[0].group(2)):
         fname, _, ftype = field.partition(":")
-        code, shape, align, size = _wgsl_layout(ftype)
+        code, shape, align, size = _wgsl_layout(ftype, consts)
         offset = -(-offset // align) * align
         names.append(fname.strip())
         formats.append((code, shape) if shape else code)
@@ -285,16 +339,20 @@ class ShaderLibrary:
         self.pipelines_created = 0
 
     def module(self, name: str, defines: dict | None = None,
-               config: RenderConfig | None = None) -> ShaderModule:
+               config: RenderConfig | None = None, generated: dict | None = None) -> ShaderModule:
+        """The compiled module ``name`` (cached); ``generated``: includes made from Python
+        declarations (file name -> text), e.g. a strategy's decision or the statistics."""
         config = config or CLASSIC
-        key = (name, tuple(sorted((defines or {}).items())), config)
+        key = (name, tuple(sorted((defines or {}).items())), config,
+               tuple(sorted((generated or {}).items())))
         mod = self._modules.get(key)
         if mod is None:
-            mod = ShaderModule(self, load_source(name, defines, self.shader_dir, config))
+            mod = ShaderModule(self, load_source(name, defines, self.shader_dir, config, generated))
             self._modules[key] = mod
             self.modules_compiled += 1
         return mod
 
     def pipeline(self, name: str, entry: str, constants: dict | None = None,
-                 defines: dict | None = None, config: RenderConfig | None = None):
-        return self.module(name, defines, config).pipeline(entry, constants)
+                 defines: dict | None = None, config: RenderConfig | None = None,
+                 generated: dict | None = None):
+        return self.module(name, defines, config, generated).pipeline(entry, constants)

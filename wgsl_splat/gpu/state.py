@@ -1,16 +1,17 @@
-"""The GPU path's training state: the per-Gaussian arrays stay in device buffers and densification
-edits them there (:mod:`wgsl_splat.training.state`; NumPy semantics: :mod:`wgsl_splat.reference.rows`).
+"""The GPU path's training state: the per-Gaussian arrays stay in device buffers and the row
+operations edit them there (:mod:`wgsl_splat.training.state`; NumPy semantics:
+:mod:`wgsl_splat.reference.rows`).
 
 Buffers (the step's pool): ``params``, ``adam_m``, ``adam_v`` in the flat layout (means 3N |
-log-scales 3N | quats 4N | opacity N | SH 3KN) and, for ADC, ``densify_stats`` (grad_accum N |
-denom N | max_radii N). Every pool buffer grows by 1.5× when it must, so a refine round that adds
-rows rarely allocates.
+log-scales 3N | quats 4N | opacity N | SH 3KN) and ``stats`` (one plane of N floats per statistic
+the strategy declared, in its order). Every pool buffer grows by 1.5× when it must, so a round that
+adds rows rarely allocates.
 
-An edit is a row table in ``state_table`` (built by a strategy's kernels: ``adc.wgsl``,
-``mcmc.wgsl``, or uploaded by a test) applied by ``state_rows.wgsl`` to each buffer into a scratch
-buffer that is copied back. What comes back to the host is a handful of counts: how many rows the
-new layout has (16-24 bytes per round), and, when ADC's room binds, the statistics and log-scales
-that rank the candidates (24 bytes per Gaussian, only then).
+An edit is a row table in ``state_table`` (built on the device by ``grow.wgsl`` from a strategy's
+decision, by ``relocation.wgsl``, or uploaded by a test) applied by ``state_rows.wgsl`` to each
+buffer into a scratch buffer that is copied back. What comes back to the host is a handful of
+counts (how many rows the new layout has), and, when the room of a grow binds, each row's cost and
+the statistics its ranking reads.
 """
 
 from __future__ import annotations
@@ -21,43 +22,52 @@ import numpy as np
 
 from ..model import PARAM_FLOATS, inverse_sigmoid, param_offsets
 from ..reference import rows
-from ..training.state import ADCRound, DensifyReport, HostArrays, RowEdit, RowTable, TrainState
+from ..training.state import (
+    GrowReport,
+    HostArrays,
+    RowDecision,
+    RowEdit,
+    RowTable,
+    TrainState,
+    budget,
+)
+from ..training.statistics import accessors_wgsl, resolve
 from .adam import ParamLayout
 from .pool import UNIFORM_USAGE, buffer_usage
 from .sort import PrefixScan, grid_2d
 
-WG = 256
 PARAM_ARRAYS = ("params", "adam_m", "adam_v")
-STATS = "densify_stats"
+STATS = "stats"
 TABLE, RELOCATED = "state_table", "state_relocated"
-
-
-def _groups(n: int) -> tuple[int, int]:
-    return grid_2d(-(-max(n, 1) // WG))
+PLAN, TALLIES = "state_plan", "state_tallies"
 
 
 class DeviceState(TrainState):
     def __init__(self, step, stat_names) -> None:
         self.step = step
         self.stat_names = tuple(stat_names)
+        self.statistics = resolve(self.stat_names)
         self.ctx, self.pool, self.lib = step.ctx, step.pool, step.lib
         self._rows = self.lib.module("state_rows")
         self._reset = self.lib.module("opacity_reset", config=step.render_config)
-        self._adc = self.lib.module("adc")
-        self._mcmc = self.lib.module("mcmc")
+        self._reloc = self.lib.module("relocation")
+        max_segments = self._rows.constant("MAX_SEGMENTS")
+        if len(self.stat_names) > max_segments:
+            raise ValueError(f"at most {max_segments} statistics, got {self.stat_names}")
         self.scan = PrefixScan(self.lib, self.pool, "state")
         self._u = {}
         for name, module, struct in (
                 [(f"rows_{a}", self._rows, "RowParams") for a in PARAM_ARRAYS + (STATS,)]
-                + [("reset", self._reset, "ResetParams"), ("adc", self._adc, "AdcParams"),
-                   ("mcmc", self._mcmc, "McmcParams"), ("perturb", self._mcmc, "McmcParams")]):
+                + [("reset", self._reset, "ResetParams"), ("reloc", self._reloc, "RelocateParams"),
+                   ("perturb", self._reloc, "RelocateParams")]):
             self._u[name] = np.zeros((), module.struct_dtype(struct))
             self.pool.get(f"state_u_{name}", self._u[name].nbytes, buffer_usage(*UNIFORM_USAGE))
-        for name in (RELOCATED, TABLE, "state_allowed", "state_weights", "state_sources"):
+        for name in (RELOCATED, TABLE, "state_allowed", "state_weights", "state_sources", PLAN):
             self.pool.get(name, 8)
         self.pool.get("state_sigmoid", rows.SIGMOID_TABLE.nbytes)
         self.pool.write("state_sigmoid", rows.SIGMOID_TABLE)
         self.pool.get("state_counts", 8)
+        self.pool.get(TALLIES, 32)
         self.scan.configure(1)           # its buffers exist from the start (bind groups)
 
     # -- sizes ----------------------------------------------------------------------------------------
@@ -68,6 +78,10 @@ class DeviceState(TrainState):
     @property
     def k(self) -> int:
         return self.step.renderer.sh_coeffs
+
+    def _groups(self, module, entry: str, n: int) -> tuple[int, int]:
+        """The 2D grid of workgroups of ``entry`` for ``n`` threads (its size read from the WGSL)."""
+        return grid_2d(-(-max(n, 1) // module.workgroup_size(entry)[0]))
 
     def _write(self, name: str) -> str:
         self.pool.write(f"state_u_{name}", self._u[name])
@@ -93,7 +107,7 @@ class DeviceState(TrainState):
             data = self.pool.map_staging(4 * len(parts))
         return np.frombuffer(data, np.uint32).copy()
 
-    # -- transfers ------------------------------------------------------------------------------------
+    # -- transfers and statistics ----------------------------------------------------------------------
     def download(self) -> HostArrays:
         return self.step._download()
 
@@ -104,10 +118,19 @@ class DeviceState(TrainState):
         self.step._upload(arrays)
         self.rows_version += 1
 
+    def read_stats(self) -> dict[str, np.ndarray]:
+        planes = self.step.backward.read_stats()
+        return {name: planes[j].copy() for j, name in enumerate(self.stat_names)}
+
+    def clear_stats(self) -> None:
+        if self.stat_names:
+            self._submit("clearing the statistics",
+                         lambda enc: enc.clear_buffer(self.pool[STATS]))
+
     # -- the row table ----------------------------------------------------------------------------------
     def apply(self, table: RowTable, edit: RowEdit | None = None) -> None:
-        """Apply a table given on the host (tests and tools; strategies build theirs on the
-        device)."""
+        """Apply a table given on the host (tests and tools; the operations below build theirs on
+        the device)."""
         edit = edit or RowEdit()
         entries = np.stack([table.src.astype(np.uint32),
                             table.kind | (table.sample << np.uint32(8))], axis=1)
@@ -124,31 +147,32 @@ class DeviceState(TrainState):
         the kernels that build it), then adopt ``n_out`` rows."""
         n_in, k = self.n, self.k
         floats_out = (PARAM_FLOATS + 3 * k) * n_out
-        arrays = list(PARAM_ARRAYS) + ([STATS] if self.stat_names else [])
+        n_stats = len(self.stat_names)
+        arrays = list(PARAM_ARRAYS) + ([STATS] if n_stats else [])
         # Grow before encoding (a growing pool buffer is replaced, its contents copied).
         for name in PARAM_ARRAYS:
             self.pool.get(name, 4 * max(floats_out, 1), keep_contents=True)
-        if self.stat_names:
-            self.pool.get(STATS, 12 * max(n_out, 1), keep_contents=True)
-        self.pool.get("state_scratch", 4 * max(floats_out, 3 * n_out, 1))
+        if n_stats:
+            self.pool.get(STATS, 4 * n_stats * max(n_out, 1), keep_contents=True)
+        self.pool.get("state_scratch", 4 * max(floats_out, n_stats * n_out, 1))
         self.pool.get(TABLE, 8 * max(n_out, 1), keep_contents=prelude is None)
-        groups = _groups(n_out)
+        groups = self._groups(self._rows, "apply_plain", n_out)
         src_offs, dst_offs = param_offsets(n_in), param_offsets(n_out)
         uniforms = {}
         for name in arrays:
             u = self._u[f"rows_{name}"]
             segs = ([(0, 0, 3), (src_offs[0], dst_offs[0], 3), (src_offs[1], dst_offs[1], 4),
                      (src_offs[2], dst_offs[2], 1), (src_offs[3], dst_offs[3], 3 * k)]
-                    if name != STATS else [(0, 0, 1), (n_in, n_out, 1), (2 * n_in, 2 * n_out, 1)])
-            u["rows"] = (n_out, k, groups[0], len(segs))
+                    if name != STATS else [(j * n_in, j * n_out, 1) for j in range(n_stats)])
+            u["n_out"], u["k"], u["x_groups"], u["segments"] = n_out, k, groups[0], len(segs)
             u["src_offs"], u["dst_offs"] = src_offs, dst_offs
-            u["edit"] = (math.log(split_div), 0.0, 0.0, 0.0)
-            u["key"] = (np.uint32(key), 0, 0, 0)
+            u["log_split_div"] = math.log(split_div)
+            u["key"] = np.uint32(key)
             u["seg"][:] = 0
             for g, (a, b, w) in enumerate(segs):
                 u["seg"][g] = (a, b, w, 0)
             uniforms[name] = self._write(f"rows_{name}")
-        nbytes = {name: 4 * (floats_out if name != STATS else 3 * n_out) for name in arrays}
+        nbytes = {name: 4 * (floats_out if name != STATS else n_stats * n_out) for name in arrays}
 
         def encode(enc):
             if prelude is not None:
@@ -166,7 +190,7 @@ class DeviceState(TrainState):
                     enc.copy_buffer_to_buffer(self.pool["state_scratch"], 0, self.pool[name], 0,
                                               nbytes[name])
 
-        self._submit("applying a densification row table", encode)
+        self._submit("applying a row table", encode)
         self._adopt(n_out)
 
     def _adopt(self, n: int) -> None:
@@ -186,9 +210,10 @@ class DeviceState(TrainState):
         if not n:
             return
         u = self._u["reset"]
-        groups = _groups(n)
-        u["sizes"] = (n, param_offsets(n)[2], groups[0], param_offsets(n)[0])
-        u["value"] = (np.float32(inverse_sigmoid(value)), value, 0.0, 0.0)
+        groups = self._groups(self._reset, "reset_opacity", n)
+        offs = param_offsets(n)
+        u["n"], u["opacity"], u["x_groups"], u["log_scales"] = n, offs[2], groups[0], offs[0]
+        u["cap_logit"], u["cap"] = np.float32(inverse_sigmoid(value)), value
         name = self._write("reset")
 
         def encode(enc):
@@ -202,110 +227,120 @@ class DeviceState(TrainState):
 
         self._submit("resetting opacities", encode)
 
-    # -- ADC ---------------------------------------------------------------------------------------------
-    def densify_adc(self, rnd: ADCRound) -> DensifyReport:
-        n, k = self.n, self.k
-        t = rows.adc_thresholds(rnd)
-        self.pool.get("state_plan", 4 * max(3 * n, 1))
-        self.pool.get("state_adc_counters", 16)
+    # -- grow ----------------------------------------------------------------------------------------------
+    def _grow_module(self, decision: RowDecision):
+        """``grow.wgsl`` with the decision's kernel and the accessors of this state's statistics
+        (compiled once per decision class and statistics)."""
+        text = accessors_wgsl(self.statistics) + "\n" + decision.wgsl
+        return self.lib.module("grow", generated={"decision.wgsl": text})
+
+    def grow(self, decision: RowDecision, room: int) -> GrowReport:
+        n = self.n
+        module = self._grow_module(decision)
+        gp = np.zeros((), module.struct_dtype("GrowParams"))
+        dp = np.zeros((), module.struct_dtype("DecisionParams"))
+        values = decision.params()
+        missing = set(dp.dtype.names) - set(values)
+        if missing:
+            raise KeyError(f"{type(decision).__name__}.params() lacks {sorted(missing)}")
+        for field, value in values.items():
+            dp[field] = value
+        self.pool.get("state_u_grow", gp.nbytes, buffer_usage(*UNIFORM_USAGE))
+        self.pool.get("state_u_decision", dp.nbytes, buffer_usage(*UNIFORM_USAGE))
+        self.pool.write("state_u_decision", dp)
+        self.pool.get(PLAN, 4 * max(4 * n, 1))
+        self.pool.get("state_allowed", 4 * max(n, 1))
         self.scan.configure(3 * n)
-        u = self._u["adc"]
-        groups = _groups(n)
-        u["sizes"] = (n, n, rnd.split_samples, 0)
-        u["offs"] = param_offsets(n)
-        u["thr"] = (t["grad"], t["log_clone"], t["logit_min"], t["log_world"])
-        u["thr2"] = (t["log_div"], t["screen"], 0.0, 0.0)
-        u["grid"] = (groups[0], self.scan.blocks, 0, 0)
+        groups = self._groups(module, "grow_decide", n)
+        offs = param_offsets(n)
+        gp["n"], gp["samples"], gp["x_groups"] = n, decision.split_samples, groups[0]
+        gp["scan_total"] = self.scan.blocks
+        gp["log_scales"], gp["quats"], gp["opacity"] = offs[0], offs[1], offs[2]
 
         def bind():
-            return self.pool.bind_group(self._adc, 0, {
-                "ap": "state_u_adc", "params": "params", "stats": STATS,
-                "allowed": "state_allowed", "plan": "state_plan",
-                "counters": "state_adc_counters", "table": TABLE, "scan_sums": self.scan.sums})
+            return self.pool.bind_group(module, 0, {
+                "gp": "state_u_grow", "dp": "state_u_decision", "params": "params",
+                "stats": STATS, "allowed": "state_allowed", "plan": PLAN, "tallies": TALLIES,
+                "table": TABLE, "scan_sums": self.scan.sums})
 
-        def flags(enc):
-            enc.clear_buffer(self.pool["state_adc_counters"])
-            cpass = enc.begin_compute_pass(label="adc flags")
+        def decide(enc):
+            enc.clear_buffer(self.pool[TALLIES])
+            cpass = enc.begin_compute_pass(label="grow: decide")
             if n:
-                cpass.set_pipeline(self._adc.pipeline("adc_flags"))
+                cpass.set_pipeline(module.pipeline("grow_decide"))
                 cpass.set_bind_group(0, bind())
                 cpass.dispatch_workgroups(*groups)
-                self.scan.encode(cpass, "state_plan")
+                self.scan.encode(cpass, PLAN)
             cpass.end()
 
-        def counts():
-            self._write("adc")
-            parts = [("state_adc_counters", i) for i in range(4)]
-            if n:   # the kept originals + clones (the split section's start), and all kept rows
-                parts += [("state_plan", n), ("state_plan", 2 * n),
-                          (self.scan.sums, self.scan.blocks)]
-            got = self._read_u32(parts, flags)
+        def counts(use_allowed: int) -> np.ndarray:
+            gp["use_allowed"] = use_allowed
+            self.pool.write("state_u_grow", gp)
+            parts = [(TALLIES, i) for i in range(5)]
+            if n:   # the kept rows, kept rows + clones (the split section's start), all rows
+                parts += [(PLAN, n), (PLAN, 2 * n), (self.scan.sums, self.scan.blocks)]
+            got = self._read_u32(parts, decide)
             return got if n else np.concatenate([got, [0, 0, 0]])
 
-        c = counts()
-        n_clone, n_split = int(c[0]), int(c[1])
-        capped = n_clone + (rnd.split_samples - 1) * n_split > rnd.room
+        c = counts(0)
+        capped = int(c[4]) > room
         if capped:
-            # The room binds: rank the candidates on the host (the statistics and the largest
-            # log-scale of each Gaussian, 16 bytes a Gaussian) exactly as the NumPy path does.
-            stats = self.step.backward.read_stats()
-            log_scales = self.pool.read_array("params", np.float32, 3 * n, 4 * 3 * n).reshape(n, 3)
-            allowed = rows.adc_budget_from(stats[0], stats[1], log_scales, rnd)
-            self.pool.get("state_allowed", 4 * max(n, 1))
-            self.pool.write("state_allowed", allowed.astype(np.uint32))
-            u["sizes"] = (n, n, rnd.split_samples, 1)
-            c = counts()
-            n_clone, n_split = int(c[0]), int(c[1])
-        t01, total = int(c[5]), int(c[6])
-        t2 = total - t01
-        n_out = t01 + rnd.split_samples * t2
+            # The room binds: rank the rows on the host as the NumPy path does (their costs and
+            # the statistics the decision's score reads).
+            cost = self.pool.read_array(PLAN, np.uint32, n, 4 * 3 * n)
+            stats = self.read_stats()
+            score = decision.score({k: stats[k] for k in decision.score_stats})
+            self.pool.write("state_allowed", budget(score, cost, room).astype(np.uint32))
+            c = counts(1)
+        kept, kept_clones, total = int(c[5]), int(c[6]), int(c[7])
+        split = total - kept_clones
+        n_out = kept_clones + decision.split_samples * split
 
         def build(enc):
-            cpass = enc.begin_compute_pass(label="adc rows")
-            cpass.set_pipeline(self._adc.pipeline("adc_rows"))
+            cpass = enc.begin_compute_pass(label="grow: rows")
+            cpass.set_pipeline(module.pipeline("grow_rows"))
             cpass.set_bind_group(0, bind())
             cpass.dispatch_workgroups(*groups)
             cpass.end()
 
         self.pool.get(TABLE, 8 * max(n_out, 1))
-        self._apply(n_out, key=rnd.key, split_div=rnd.split_scale_div,
+        self._apply(n_out, key=decision.key, split_div=decision.split_scale_div,
                     prelude=build if n else None)
-        self._submit("zeroing the densification statistics",
-                     lambda enc: enc.clear_buffer(self.pool[STATS]))
-        grown = n + n_clone + (rnd.split_samples - 1) * n_split
-        max_grad = float(np.array([c[3]], np.uint32).view(np.float32)[0])
-        return DensifyReport(n_clone, n_split, grown - n_out, n, n_out, int(c[2]), max_grad,
-                             bool(capped))
+        peak = float(np.array([c[3]], np.uint32).view(np.float32)[0])
+        return GrowReport(n, n_out, kept, kept_clones - kept, split,
+                          (int(c[0]), int(c[1]), int(c[2])), peak, bool(capped))
 
-    # -- MCMC ------------------------------------------------------------------------------------------------
-    def _mcmc_bind(self, uniform: str):
-        return self.pool.bind_group(self._mcmc, 0, {
+    # -- sampling: relocate, sample_add, perturb_means ---------------------------------------------------
+    def _reloc_bind(self, uniform: str):
+        return self.pool.bind_group(self._reloc, 0, {
             "mp": uniform, "params": "params", "weights": "state_weights",
             "scan_sums": self.scan.sums, "sources": "state_sources", "counts": "state_counts",
             "relocated": RELOCATED, "table": TABLE, "sigmoid_table": "state_sigmoid"})
 
-    def _mcmc_draws(self, relocating: bool, draws: int, min_opacity: float, key: int) -> int:
-        """Weights, their scan and the numbers the host needs (dead rows, total weight); returns
-        the dead count and leaves the uniform set for the draws."""
+    def _draws(self, relocating: bool, draws: int, min_opacity: float, key: int) -> tuple[int, int]:
+        """Weights, their scan and the numbers the host needs (dead rows, total weight); leaves
+        the uniform set for the draws."""
         n = self.n
         self.pool.get("state_weights", 4 * max(n, 1))
         self.pool.get("state_counts", 4 * (n + 1))
         self.pool.get("state_sources", 4 * max(n + draws, 1))
         self.pool.get(RELOCATED, 8 * max(n, 1))
         self.scan.configure(n)
-        u = self._u["mcmc"]
-        groups = _groups(max(n, draws))
-        u["sizes"] = (n, draws, rows.weight_bits(n), self.scan.blocks)
-        u["offs"] = param_offsets(n)
-        u["misc"] = (np.float32(inverse_sigmoid(min_opacity)), min_opacity, 0.0, 0.0)
-        u["keys"] = (np.uint32(key), groups[0], int(relocating), 0)
-        self._write("mcmc")
+        u = self._u["reloc"]
+        groups = self._groups(self._reloc, "relocate_weights", max(n, draws))
+        offs = param_offsets(n)
+        u["n"], u["draws"], u["weight_bits"], u["scan_total"] = (n, draws, rows.weight_bits(n),
+                                                                 self.scan.blocks)
+        u["log_scales"], u["quats"], u["opacity"] = offs[0], offs[1], offs[2]
+        u["dead_logit"], u["min_opacity"] = np.float32(inverse_sigmoid(min_opacity)), min_opacity
+        u["key"], u["x_groups"], u["relocating"] = np.uint32(key), groups[0], int(relocating)
+        self._write("reloc")
 
         def weigh(enc):
             enc.clear_buffer(self.pool["state_counts"])
-            cpass = enc.begin_compute_pass(label="mcmc weights")
-            cpass.set_pipeline(self._mcmc.pipeline("mcmc_weights"))
-            cpass.set_bind_group(0, self._mcmc_bind("state_u_mcmc"))
+            cpass = enc.begin_compute_pass(label="relocation weights")
+            cpass.set_pipeline(self._reloc.pipeline("relocate_weights"))
+            cpass.set_bind_group(0, self._reloc_bind("state_u_reloc"))
             cpass.dispatch_workgroups(*groups)
             self.scan.encode(cpass, "state_weights")
             cpass.end()
@@ -314,17 +349,16 @@ class DeviceState(TrainState):
                                      weigh)
         return int(dead), int(total)
 
-    def _mcmc_apply(self, n_out: int, draw_groups) -> None:
+    def _relocation_apply(self, n_out: int, draws: int) -> None:
         n = self.n
 
         def build(enc):
-            cpass = enc.begin_compute_pass(label="mcmc rows")
-            bg = self._mcmc_bind("state_u_mcmc")
-            cpass.set_bind_group(0, bg)
-            for entry, groups in (("mcmc_draw", draw_groups), ("mcmc_relocated", _groups(n)),
-                                  ("mcmc_rows", _groups(n_out))):
-                cpass.set_pipeline(self._mcmc.pipeline(entry))
-                cpass.dispatch_workgroups(*groups)
+            cpass = enc.begin_compute_pass(label="relocation rows")
+            cpass.set_bind_group(0, self._reloc_bind("state_u_reloc"))
+            for entry, count in (("relocate_draw", draws), ("relocate_values", n),
+                                 ("relocate_rows", n_out)):
+                cpass.set_pipeline(self._reloc.pipeline(entry))
+                cpass.dispatch_workgroups(*self._groups(self._reloc, entry, count))
             cpass.end()
 
         self.pool.get(TABLE, 8 * max(n_out, 1))
@@ -334,41 +368,40 @@ class DeviceState(TrainState):
         n = self.n
         if not n:
             return 0
-        dead, total = self._mcmc_draws(True, 0, min_opacity, key)
+        dead, total = self._draws(True, 0, min_opacity, key)
         if dead == 0 or total == 0:
             return 0
-        self._mcmc_apply(n, _groups(n))
+        self._relocation_apply(n, n)
         return dead
 
-    def add_by_opacity(self, count: int, min_opacity: float, key: int) -> int:
+    def sample_add(self, count: int, min_opacity: float, key: int) -> int:
         n = self.n
         if count <= 0 or not n:
             return 0
-        _, total = self._mcmc_draws(False, count, min_opacity, key)
+        _, total = self._draws(False, count, min_opacity, key)
         if total == 0:
             return 0
-        self._mcmc_apply(n + count, _groups(count))
+        self._relocation_apply(n + count, count)
         return count
 
     def encode_perturb(self, cpass, scale: float, key: int) -> None:
-        """Record the MCMC position noise into the caller's pass (the step: before Adam)."""
+        """Record the position noise into the caller's pass (the step: before Adam)."""
         n = self.n
         if not n:
             return
         u = self._u["perturb"]
-        groups = _groups(n)
-        u["sizes"] = (n, 0, 0, 0)
-        u["offs"] = param_offsets(n)
-        u["misc"] = (0.0, 0.0, scale, 0.0)
-        u["keys"] = (np.uint32(key), groups[0], 0, 0)
+        groups = self._groups(self._reloc, "perturb_means", n)
+        offs = param_offsets(n)
+        u["n"], u["log_scales"], u["quats"], u["opacity"] = n, offs[0], offs[1], offs[2]
+        u["noise_scale"], u["key"], u["x_groups"] = scale, np.uint32(key), groups[0]
         name = self._write("perturb")
-        cpass.set_pipeline(self._mcmc.pipeline("mcmc_perturb"))
-        cpass.set_bind_group(0, self._mcmc_bind(name))
+        cpass.set_pipeline(self._reloc.pipeline("perturb_means"))
+        cpass.set_bind_group(0, self._reloc_bind(name))
         cpass.dispatch_workgroups(*groups)
 
     def perturb_means(self, scale: float, key: int) -> None:
         def encode(enc):
-            cpass = enc.begin_compute_pass(label="mcmc perturb")
+            cpass = enc.begin_compute_pass(label="perturb means")
             self.encode_perturb(cpass, scale, key)
             cpass.end()
 

@@ -31,10 +31,11 @@ import numpy as np
 
 from ..camera import Camera
 from ..model import GaussianModel
-from ..training.optim import AdamState, OptimConfig
 from ..render_config import RenderConfig
-from ..training.state import ADC_STATS, HostArrays
 from ..training.losses import LossConfig
+from ..training.optim import AdamState, OptimConfig
+from ..training.state import HostArrays
+from ..training.statistics import reduction_layout, resolve
 from ..training.step import StepSpec, TrainStep
 from .adam import GpuAdam, ParamLayout
 from .backward import GRAD2D_FLOATS, GpuBackward
@@ -77,7 +78,8 @@ class GpuTrainStep(TrainStep):
                  render_config: RenderConfig | None = None) -> None:
         super().__init__(config, background, loss, render_config, spec)
         config = self.config
-        arrays = HostArrays.of(model, adam)
+        arrays = HostArrays.of(model, adam, spec.statistics if spec else None)
+        self.statistics = resolve(arrays.stats)
         self.ctx = ctx
         self.pool = BufferPool(ctx)
         self.lib = ShaderLibrary(ctx)
@@ -91,7 +93,8 @@ class GpuTrainStep(TrainStep):
         self.loss = GpuLoss(ctx, self.pool, self.lib, lam=self.loss_config.lambda_dssim, history=history,
                             variant=loss_variant)
         self.backward = GpuBackward(ctx, self.pool, self.lib, self.renderer,
-                                    float_atomics=float_atomics, subgroups=subgroups)
+                                    float_atomics=float_atomics, subgroups=subgroups,
+                                    statistics=self.statistics)
         self.adam = GpuAdam(ctx, self.pool, self.lib, config, params="params", grads="grads",
                             zero_grads=False)   # project_backward writes every gradient
         self.history = int(history)
@@ -118,15 +121,16 @@ class GpuTrainStep(TrainStep):
 
     @property
     def max_gaussians(self) -> int:
-        # per Gaussian besides the parameters: screen-space gradients, densification statistics
-        return max_gaussians(self.ctx, self.renderer.sh_coeffs, (4 * GRAD2D_FLOATS, 12))
+        # per Gaussian besides the parameters: screen-space gradients, the statistics
+        return max_gaussians(self.ctx, self.renderer.sh_coeffs,
+                             (4 * GRAD2D_FLOATS, 4 * len(self.statistics)))
 
     def _upload(self, arrays: HostArrays) -> None:
         self.take_losses_into_buffer()
         model = arrays.model.astype(np.float32)
         n = len(model)
-        stats = (np.stack([arrays.stats[k] for k in ADC_STATS]) if arrays.stats
-                 else np.zeros((3, n), np.float32))
+        stats = (np.stack([arrays.stats[s.name] for s in self.statistics]) if self.statistics
+                 else None)
         with self.ctx.guard("uploading the training state"):
             self.renderer.upload_model(model, keep_filter=True)   # N changed: zeros until updated
             self.adam.configure(ParamLayout.from_renderer(self.renderer))
@@ -308,23 +312,23 @@ class GpuTrainStep(TrainStep):
 
     def read_reduction(self):
         grads = self.pool.read_array("grads", np.float32, self.renderer.num_params)
-        if not self._state.stat_names:
+        if not self.statistics:
             return grads, np.zeros(0, np.float32)
-        stats = self.backward.read_stats()
-        return np.concatenate([grads, stats[0], stats[1]]), stats[2].copy()
+        planes = dict(zip(self._state.stat_names, self.backward.read_stats()))
+        added, maxed = reduction_layout(self.statistics)
+        maxima = [planes[s.name] for s in maxed]
+        return (np.concatenate([grads] + [planes[s.name] for s in added]),
+                np.concatenate(maxima) if maxima else np.zeros(0, np.float32))
 
     def write_reduction(self, sums, maxima) -> None:
-        p = self.renderer.num_params
+        p, n = self.renderer.num_params, self.renderer.num
         self.pool.write("grads", np.ascontiguousarray(sums[:p], np.float32))
-        if self._state.stat_names:
-            self.pool.write("densify_stats", np.concatenate([sums[p:], maxima]).astype(np.float32))
-
-    def clear_stats(self) -> None:
-        if self._state.stat_names:
-            with self.ctx.guard("clearing the statistics"):   # on the device, no upload
-                enc = self.ctx.device.create_command_encoder(label="clear statistics")
-                enc.clear_buffer(self.pool["densify_stats"])
-                self.ctx.queue.submit([enc.finish()])
+        if self.statistics:
+            added, maxed = reduction_layout(self.statistics)
+            values = {s.name: sums[p + j * n:p + (j + 1) * n] for j, s in enumerate(added)}
+            values.update({s.name: maxima[j * n:(j + 1) * n] for j, s in enumerate(maxed)})
+            self.pool.write("stats", np.concatenate(
+                [values[s.name] for s in self.statistics]).astype(np.float32))
 
     def enable_profiling(self, on: bool = True) -> bool:
         """Time every stage of the following steps with timestamp queries (one pass per stage);

@@ -5,10 +5,24 @@ against finite differences in float64 (tests/test_reference_gradients.py).
 """
 
 from .filter3d import compute_filter_3d
-from .loss import gaussian_blur, gaussian_window_1d, l1, loss_and_grad, psnr, ssim, ssim_map
+from .loss import (
+                     gaussian_blur,
+                     gaussian_window_1d,
+                     l1,
+                     loss_and_grad,
+                     psnr,
+                     ssim,
+                     ssim_map,
+)
 from .projection import Projection, project, project_backward
-from .raster import (RasterResult, RasterStructure, ScreenGrads, bin_and_sort, rasterize,
-                     rasterize_backward)
+from .raster import (
+                     RasterResult,
+                     RasterStructure,
+                     ScreenGrads,
+                     bin_and_sort,
+                     rasterize,
+                     rasterize_backward,
+)
 from .render import Gradients, RenderOutput, render, render_backward, render_image
 from .sh import eval_sh, eval_sh_backward
 

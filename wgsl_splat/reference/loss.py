@@ -19,10 +19,10 @@ from __future__ import annotations
 import math
 
 import numpy as np
+from numpy.lib.stride_tricks import as_strided
 
 from ..options import default_of
 from ..training.losses import LossConfig
-from numpy.lib.stride_tricks import as_strided
 
 SSIM_WINDOW = 11
 SSIM_SIGMA = 1.5

@@ -10,8 +10,14 @@ from ..camera import Camera
 from ..model import GaussianModel
 from ..render_config import CLASSIC, RenderConfig
 from .projection import Projection, project, project_backward
-from .raster import (RasterResult, RasterStructure, ScreenGrads, rasterize, rasterize_backward,
-                     rasterize_image)
+from .raster import (
+    RasterResult,
+    RasterStructure,
+    ScreenGrads,
+    rasterize,
+    rasterize_backward,
+    rasterize_image,
+)
 
 
 @dataclass

@@ -1,5 +1,5 @@
-"""Row operations on the host: the semantics the device kernels (shaders/rows.wgsl, adc.wgsl,
-mcmc.wgsl) implement and are tested against. See :mod:`wgsl_splat.training.state` for the row table.
+"""Row operations on the host: the semantics the device kernels (``gpu/shaders/state_rows.wgsl``,
+``grow.wgsl``, ``relocation.wgsl``) implement and are tested against. See :mod:`wgsl_splat.training.state` for the row table.
 
 Decisions are taken in float32 on the same values the device sees, and every threshold is
 compared where no transcendental function is needed (logits instead of opacities, log-scales
@@ -20,16 +20,39 @@ import numpy as np
 from .. import counter_rng as crng
 from ..model import inverse_sigmoid
 from ..training.optim import AdamState
-from ..training.state import (ADC_STATS, KEEP, NEW, RELOCATE, SPLIT, ADCRound, DensifyReport, HostArrays,
-                     RowEdit, RowTable)
+from ..training.state import (
+    KEEP,
+    MAX_SPLIT_SAMPLES,
+    NEW,
+    RELOCATE,
+    SPLIT,
+    GrowReport,
+    HostArrays,
+    RowDecision,
+    RowEdit,
+    RowTable,
+    budget,
+    row_kinds_wgsl,
+)
 from .projection import filter_3d_scales, quat_to_rotmat
 
-MAX_SPLIT_SAMPLES = 4          # split draws are numbered src·4 + j
 RELOCATION_MAX_RATIO = 51      # gsplat's binomial table: at most 51 copies of one source
 F32_EPS = float(np.finfo(np.float32).eps)
 NOISE_GATE_K, NOISE_GATE_X0 = 100.0, 0.995   # MCMC: σ(k·(1 − o − x0)) gates the position noise
 
 OFF = np.float32(3.0e38)         # a threshold that is off (finite: the device compares the same)
+
+def row_constants_wgsl() -> str:
+    """The row operations' constants as WGSL (the generated ``row_constants.wgsl``): the row kinds
+    and the constants of the relocation and its sampling, declared here once."""
+    return row_kinds_wgsl() + "\n".join([
+        f"const RELOCATION_MAX_RATIO: u32 = {RELOCATION_MAX_RATIO}u;",
+        f"const F32_EPS: f32 = {F32_EPS!r};",
+        f"const NOISE_GATE_K: f32 = {NOISE_GATE_K!r};",
+        f"const NOISE_GATE_X0: f32 = {NOISE_GATE_X0!r};",
+        f"const SIGMOID_STEPS: f32 = {float(SIGMOID_STEPS)!r};",
+        f"const SIGMOID_HALF: f32 = {float(SIGMOID_RANGE * SIGMOID_STEPS)!r};"]) + "\n"
+
 
 # One random stream per purpose and step: stream = step · 4 + purpose.
 STREAM_SPLIT, STREAM_RELOCATE, STREAM_ADD, STREAM_NOISE = range(4)
@@ -88,97 +111,27 @@ def reset_opacity(a: HostArrays, value: float, filter_3d: np.ndarray | None = No
     a.adam.reset_group("opacity_logits")
 
 
-# ------------------------------------------------------------------------------------- ADC
+# ------------------------------------------------------------------------------------ grow
 
-def adc_thresholds(rnd: ADCRound) -> dict:
-    """The float32 thresholds both paths compare with (no transcendental on the device)."""
-    f32 = np.float32
-    return dict(
-        grad=f32(rnd.grad_threshold),
-        log_clone=f32(math.log(rnd.clone_max_scale)) if rnd.clone_max_scale > 0 else -OFF,
-        logit_min=f32(inverse_sigmoid(rnd.min_opacity)),
-        log_world=f32(math.log(rnd.max_world_scale)) if rnd.max_world_scale else OFF,
-        log_div=f32(math.log(rnd.split_scale_div)),
-        screen=f32(rnd.max_screen_size) if rnd.max_screen_size > 0 else OFF)
-
-
-def adc_flags(a: HostArrays, rnd: ADCRound, allowed: np.ndarray | None = None):
-    """Per-Gaussian decisions: (clone, split, keep_orig, keep_clone, keep_split, high, seen)."""
-    t = adc_thresholds(rnd)
-    ga = a.stats["grad_accum"].astype(np.float32)
-    denom = a.stats["denom"].astype(np.float32)
-    ls = a.model.log_scales.astype(np.float32)
-    logit = a.model.opacity_logits.astype(np.float32)
-    max_ls = ls.max(axis=1) if len(ls) else np.zeros(0, np.float32)
-    high = ga >= t["grad"] * np.maximum(denom, np.float32(1.0))
-    if allowed is not None:
-        high &= allowed
-    small = max_ls <= t["log_clone"]
-    clone, split = high & small, high & ~small
-    faint = logit < t["logit_min"]
-    keep_orig = ~split & ~faint & ~(max_ls > t["log_world"]) \
-        & ~(a.stats["max_radii"].astype(np.float32) > t["screen"])
-    keep_clone = clone & ~faint & ~(max_ls > t["log_world"])
-    keep_split = split & ~faint & ~((max_ls - t["log_div"]) > t["log_world"])
-    return clone, split, keep_orig, keep_clone, keep_split, high, denom > 0
-
-
-def adc_budget(a: HostArrays, rnd: ADCRound) -> np.ndarray | None:
-    """When more Gaussians qualify than ``rnd.room`` allows, the ones that may grow (strongest mean
-    gradients first, as many as fit); None when all fit."""
-    clone, split, *_ = adc_flags(a, rnd)
-    if int(clone.sum()) + (rnd.split_samples - 1) * int(split.sum()) <= rnd.room:
-        return None
-    return adc_budget_from(a.stats["grad_accum"], a.stats["denom"], a.model.log_scales, rnd)
-
-
-def adc_budget_from(grad_accum, denom, log_scales, rnd: ADCRound) -> np.ndarray:
-    """The budget of :func:`adc_budget` from the arrays it needs (what the GPU path downloads, 16
-    bytes a Gaussian, only in a round whose room binds)."""
-    t = adc_thresholds(rnd)
-    ga, dn = np.asarray(grad_accum, np.float32), np.asarray(denom, np.float32)
-    high = ga >= t["grad"] * np.maximum(dn, np.float32(1.0))
-    max_ls = np.asarray(log_scales, np.float32).max(axis=1, initial=-np.inf)
-    small = max_ls <= t["log_clone"]
-    cost = (high & small).astype(np.int64) + (rnd.split_samples - 1) * (high & ~small)
-    grads = ga.astype(np.float64) / np.maximum(dn, 1.0)
-    order = np.argsort(-grads, kind="stable")
-    allowed = np.zeros(len(ga), bool)
-    allowed[order[np.cumsum(cost[order]) <= rnd.room]] = True
-    return allowed
-
-
-def adc_table(a: HostArrays, rnd: ADCRound, allowed: np.ndarray | None = None
-              ) -> tuple[RowTable, DensifyReport]:
-    """The ADC round's table: kept originals, kept clones, kept split samples (sample-major)."""
-    n0 = len(a)
-    clone, split, keep_orig, keep_clone, keep_split, _, seen = adc_flags(a, rnd, allowed)
-    k = rnd.split_samples
-    parts_src = [np.flatnonzero(keep_orig), np.flatnonzero(keep_clone)]
-    parts_kind = [np.full(len(parts_src[0]), KEEP), np.full(len(parts_src[1]), NEW)]
-    parts_sample = [np.zeros(len(parts_src[0])), np.zeros(len(parts_src[1]))]
-    ks = np.flatnonzero(keep_split)
-    for j in range(k):
-        parts_src.append(ks)
-        parts_kind.append(np.full(len(ks), SPLIT))
-        parts_sample.append(np.full(len(ks), j))
-    table = RowTable(np.concatenate(parts_src), np.concatenate(parts_kind),
-                     np.concatenate(parts_sample))
-    n_clone, n_split = int(clone.sum()), int(split.sum())
-    grown = n0 + n_clone + (k - 1) * n_split
-    grads = a.stats["grad_accum"][seen].astype(np.float64) / a.stats["denom"][seen]
-    report = DensifyReport(n_clone, n_split, grown - len(table), n0, len(table),
-                           int(seen.sum()), float(grads.max(initial=0.0)), allowed is not None)
-    return table, report
-
-
-def densify_adc(a: HostArrays, rnd: ADCRound) -> tuple[HostArrays, DensifyReport]:
-    allowed = adc_budget(a, rnd)
-    table, report = adc_table(a, rnd, allowed)
-    out = apply_rows(a, table, RowEdit(rnd.split_scale_div, rnd.key))
-    for name in ADC_STATS:
-        out.stats[name][:] = 0
-    return out, report
+def grow(a: HostArrays, decision: RowDecision, room: int) -> tuple[HostArrays, GrowReport]:
+    """:meth:`TrainState.grow` on host arrays (the semantics ``gpu/shaders/grow.wgsl`` implements)."""
+    n = len(a)
+    d = decision.numpy(a, np.ones(n, bool))
+    capped = int(np.sum(d.cost, dtype=np.int64)) > room
+    if capped:
+        score = decision.score({k: a.stats[k] for k in decision.score_stats})
+        d = decision.numpy(a, budget(score, d.cost, room))
+    keep, clone, split = (np.flatnonzero(x) for x in (d.keep, d.clone, d.split))
+    k = decision.split_samples
+    src = np.concatenate([keep, clone] + [split] * k)
+    kind = np.concatenate([np.full(len(keep), KEEP), np.full(len(clone), NEW),
+                           np.full(k * len(split), SPLIT)])
+    sample = np.concatenate([np.zeros(len(keep) + len(clone))]
+                            + [np.full(len(split), j) for j in range(k)])
+    out = apply_rows(a, RowTable(src, kind, sample), RowEdit(decision.split_scale_div, decision.key))
+    counts = tuple(int(c) for c in np.sum(d.counts, axis=0, dtype=np.int64)) if n else (0, 0, 0)
+    peak = float(np.max(d.peak, initial=0.0))
+    return out, GrowReport(n, len(src), len(keep), len(clone), len(split), counts, peak, capped)
 
 
 # ------------------------------------------------------------------------------------- MCMC
@@ -265,7 +218,7 @@ def relocate(a: HostArrays, min_opacity: float, key: int) -> tuple[HostArrays, i
     return apply_rows(a, RowTable(src, kind), RowEdit(relocated=relocated)), len(dead_rows)
 
 
-def add_by_opacity(a: HostArrays, count: int, min_opacity: float, key: int
+def sample_add(a: HostArrays, count: int, min_opacity: float, key: int
                    ) -> tuple[HostArrays, int]:
     """``count`` new rows, each the relocation of a row drawn ∝ opacity (all rows eligible)."""
     n = len(a)

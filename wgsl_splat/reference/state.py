@@ -4,7 +4,14 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..training.state import ADCRound, DensifyReport, HostArrays, RowEdit, RowTable, TrainState
+from ..training.state import (
+    GrowReport,
+    HostArrays,
+    RowDecision,
+    RowEdit,
+    RowTable,
+    TrainState,
+)
 from . import rows
 
 
@@ -43,13 +50,13 @@ class HostState(TrainState):
     def apply(self, table: RowTable, edit: RowEdit | None = None) -> None:
         self._set(rows.apply_rows(self.arrays, table, edit))
 
-    def reset_opacity(self, value: float) -> None:
-        rows.reset_opacity(self.arrays, value, self.filter_3d)
-
-    def densify_adc(self, rnd: ADCRound) -> DensifyReport:
-        arrays, report = rows.densify_adc(self.arrays, rnd)
+    def grow(self, decision: RowDecision, room: int) -> GrowReport:
+        arrays, report = rows.grow(self.arrays, decision, room)
         self._set(arrays)
         return report
+
+    def reset_opacity(self, value: float) -> None:
+        rows.reset_opacity(self.arrays, value, self.filter_3d)
 
     def relocate(self, min_opacity: float, key: int) -> int:
         arrays, moved = rows.relocate(self.arrays, min_opacity, key)
@@ -57,11 +64,18 @@ class HostState(TrainState):
             self._set(arrays)
         return moved
 
-    def add_by_opacity(self, count: int, min_opacity: float, key: int) -> int:
-        arrays, added = rows.add_by_opacity(self.arrays, count, min_opacity, key)
+    def sample_add(self, count: int, min_opacity: float, key: int) -> int:
+        arrays, added = rows.sample_add(self.arrays, count, min_opacity, key)
         if added:
             self._set(arrays)
         return added
 
     def perturb_means(self, scale: float, key: int) -> None:
         rows.perturb_means(self.arrays, scale, key)
+
+    def read_stats(self) -> dict[str, np.ndarray]:
+        return {k: v.copy() for k, v in self.arrays.stats.items()}
+
+    def clear_stats(self) -> None:
+        for v in self.arrays.stats.values():
+            v[:] = 0

@@ -5,11 +5,17 @@ from __future__ import annotations
 import numpy as np
 
 from ..model import GaussianModel
-from ..training.optim import AdamState, OptimConfig, adam_step
 from ..render_config import RenderConfig
-from ..training.state import HostArrays
 from ..training.losses import LossConfig, param_terms_numpy
-from ..training.step import StepResult, StepSpec, TrainStep, ndc_grad_norm
+from ..training.optim import AdamState, OptimConfig, adam_step
+from ..training.state import HostArrays
+from ..training.statistics import (
+    ViewObservation,
+    accumulate_numpy,
+    reduction_layout,
+    resolve,
+)
+from ..training.step import StepResult, StepSpec, TrainStep
 from . import rows
 from .state import HostState
 
@@ -26,8 +32,9 @@ class CpuTrainStep(TrainStep):
         whole state as :class:`~wgsl_splat.training.state.HostArrays` (what the trainer passes);
         ``spec`` or the optimiser, background and loss one by one."""
         super().__init__(config, background, loss, render_config, spec)
-        arrays = HostArrays.of(model, adam)
+        arrays = HostArrays.of(model, adam, spec.statistics if spec else None)
         self._state = HostState(arrays)
+        self.statistics = resolve(arrays.stats)
         self.last = StepResult(float("nan"))
         self._losses: list[float] = []
         self._grad_sum: GaussianModel | None = None   # the batch's summed gradients
@@ -61,13 +68,10 @@ class CpuTrainStep(TrainStep):
                                                    self.loss_config.lambda_dssim)
             grads = render_backward(model, camera, out, dL_dimage)
             loss += param_terms_numpy(self.loss_config, model, grads.params)
-            if "grad_accum" in a.stats:
-                vis = grads.visible
-                st = a.stats
-                st["grad_accum"][vis] += ndc_grad_norm(grads.screen.means2d[vis], camera.width,
-                                                      camera.height)
-                st["denom"][vis] += 1.0
-                st["max_radii"][vis] = np.maximum(st["max_radii"][vis], out.proj.radii[vis])
+            if self.statistics:
+                obs = ViewObservation(grads.screen.means2d, out.proj.radii, camera.width,
+                                      camera.height)
+                accumulate_numpy(a.stats, self.statistics, obs, grads.visible)
             for name, g in self._grad_sum.arrays().items():
                 g += grads.params.arrays()[name]
             self.last = StepResult(loss, parts["l1"], parts["ssim"])
@@ -88,29 +92,24 @@ class CpuTrainStep(TrainStep):
 
     def read_reduction(self):
         sums = [g.ravel() for g in self._grad_sum.arrays().values()]
+        added, maxed = reduction_layout(self.statistics)
         st = self._state.arrays.stats
-        if "grad_accum" in st:
-            sums += [st["grad_accum"], st["denom"]]
-            maxima = st["max_radii"].astype(np.float32)
-        else:
-            maxima = np.zeros(0, np.float32)
-        return np.concatenate(sums).astype(np.float32), maxima
+        sums += [st[s.name] for s in added]
+        maxima = [st[s.name] for s in maxed]
+        return (np.concatenate(sums).astype(np.float32),
+                np.concatenate(maxima).astype(np.float32) if maxima else np.zeros(0, np.float32))
 
     def write_reduction(self, sums, maxima) -> None:
         o = 0
         for g in self._grad_sum.arrays().values():
             g.ravel()[:] = sums[o:o + g.size]
             o += g.size
+        added, maxed = reduction_layout(self.statistics)
         st = self._state.arrays.stats
-        if "grad_accum" in st:
-            n = len(st["grad_accum"])
-            st["grad_accum"][:] = sums[o:o + n]
-            st["denom"][:] = sums[o + n:o + 2 * n]
-            st["max_radii"][:] = maxima
-
-    def clear_stats(self) -> None:
-        for v in self._state.arrays.stats.values():
-            v[:] = 0
+        for part, values in ((added, sums[o:]), (maxed, maxima)):
+            for j, s in enumerate(part):
+                n = len(st[s.name])
+                st[s.name][:] = values[j * n:(j + 1) * n]
 
     def take_losses(self) -> list[float]:
         out, self._losses = self._losses, []

@@ -11,8 +11,15 @@ from __future__ import annotations
 import importlib
 import pkgutil
 
-from .base import (STRATEGIES, Strategy, StrategyContext, StrategyError, make_strategy,
-                   register_strategy, strategy_names)
+from .base import (
+    STRATEGIES,
+    Strategy,
+    StrategyContext,
+    StrategyError,
+    make_strategy,
+    register_strategy,
+    strategy_names,
+)
 
 for _info in pkgutil.iter_modules(__path__):
     if _info.name != "base":

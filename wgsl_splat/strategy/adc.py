@@ -1,16 +1,35 @@
 """3DGS adaptive density control (Kerbl et al. 2023, ``densify_and_prune`` + ``reset_opacity``):
 clone small Gaussians and split large ones whose mean screen-space gradient is high, prune the
-transparent (and, after the first opacity reset, the huge), reset opacities every 3 000 steps."""
+transparent (and, after the first opacity reset, the huge), reset opacities every 3 000 steps.
+
+A round is one :meth:`~wgsl_splat.training.state.TrainState.grow` with :class:`ADCDecision`, whose
+kernel is ``adc.wgsl`` beside this file and whose NumPy twin is :meth:`ADCDecision.numpy`; the
+strategy-neutral state builds and applies the row table on either path.
+"""
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
-from ..options import option
+import numpy as np
 
-from ..reference.rows import MAX_SPLIT_SAMPLES, STREAM_SPLIT, stream
-from ..training.state import ADC_STATS, ADCRound, TrainState
+from ..model import inverse_sigmoid
+from ..options import option
+from ..reference.rows import OFF, STREAM_SPLIT, stream
+from ..training.state import (
+    MAX_SPLIT_SAMPLES,
+    Decided,
+    HostArrays,
+    RowDecision,
+    TrainState,
+    wgsl_beside,
+)
+from ..training.statistics import STANDARD
 from .base import Strategy, register_strategy
+
+#: what ADC's decisions read: 3DGS's densification statistics
+ADC_STATS = STANDARD
 
 
 @dataclass
@@ -66,13 +85,125 @@ class ADCConfig:
         flag="--max-params-per-observation", minimum=0.0)
 
 
+@dataclass(frozen=True)
+class ADCRound:
+    """One adaptive-density-control round, in absolute units (3DGS ``densify_and_prune``).
+
+    Grow where the mean NDC gradient reaches ``grad_threshold``: clone when the largest scale is at
+    most ``clone_max_scale`` (percent_dense × extent), else split into ``split_samples``; then prune
+    (the grown model, by each row's source) opacity < ``min_opacity``, largest scale above
+    ``max_world_scale`` (None: off) and, for rows that existed, screen radius above
+    ``max_screen_size`` (0: off). At most ``room`` rows may be added: when more qualify, the
+    strongest gradients go first."""
+
+    grad_threshold: float
+    clone_max_scale: float
+    split_samples: int
+    split_scale_div: float
+    min_opacity: float
+    max_world_scale: float | None
+    max_screen_size: float
+    room: int
+    key: int
+
+
+@dataclass
+class DensifyReport:
+    cloned: int   # Gaussians duplicated
+    split: int    # Gaussians replaced by split_samples samples each
+    pruned: int   # Gaussians removed for opacity or size (split originals not counted)
+    before: int
+    after: int
+    seen: int          # Gaussians visible in at least one view since the last round
+    max_grad: float    # the largest mean NDC gradient among them
+    capped: bool = False   # the room left out some of the Gaussians that qualified
+
+    def line(self) -> str:
+        return (f"densify: N {self.before} -> {self.after} (+{self.cloned} cloned, {self.split} split, "
+                f"-{self.pruned} pruned; {self.seen} seen, max grad {self.max_grad:.2e})"
+                + ("; capped" if self.capped else ""))
+
+
+class ADCDecision(RowDecision):
+    """ADC's per-row decision (``adc.wgsl``; twin: :meth:`numpy`). Every threshold is compared
+    where no transcendental is needed (logits instead of opacities, log-scales instead of scales,
+    ``grad_accum >= threshold · max(denom, 1)`` instead of a division), so the float32 decisions
+    of the two paths are equal bit for bit. Tallies: qualifying clones, qualifying splits, rows
+    seen; peak: the largest mean gradient."""
+
+    wgsl = wgsl_beside(__file__, "adc.wgsl")
+    score_stats = ("grad_accum", "denom")
+
+    def __init__(self, rnd: ADCRound) -> None:
+        self.rnd = rnd
+        self.split_samples = rnd.split_samples
+        self.split_scale_div = rnd.split_scale_div
+        self.key = rnd.key
+
+    def params(self) -> dict:
+        r, f32 = self.rnd, np.float32
+        return dict(
+            grad=f32(r.grad_threshold),
+            log_clone=f32(math.log(r.clone_max_scale)) if r.clone_max_scale > 0 else -OFF,
+            logit_min=f32(inverse_sigmoid(r.min_opacity)),
+            log_world=f32(math.log(r.max_world_scale)) if r.max_world_scale else OFF,
+            log_div=f32(math.log(r.split_scale_div)),
+            screen=f32(r.max_screen_size) if r.max_screen_size > 0 else OFF,
+            samples=r.split_samples)
+
+    def score(self, stats: dict) -> np.ndarray:
+        """The mean gradient (float64): the strongest grow first."""
+        return stats["grad_accum"].astype(np.float64) / np.maximum(stats["denom"], 1.0)
+
+    def numpy(self, a: HostArrays, may_grow: np.ndarray) -> Decided:
+        t = self.params()
+        ga = a.stats["grad_accum"].astype(np.float32)
+        denom = a.stats["denom"].astype(np.float32)
+        ls = a.model.log_scales.astype(np.float32)
+        logit = a.model.opacity_logits.astype(np.float32)
+        max_ls = ls.max(axis=1) if len(ls) else np.zeros(0, np.float32)
+        high = (ga >= t["grad"] * np.maximum(denom, np.float32(1.0))) & may_grow
+        small = max_ls <= t["log_clone"]
+        clone, split = high & small, high & ~small
+        faint = logit < t["logit_min"]
+        keep = ~split & ~faint & ~(max_ls > t["log_world"]) \
+            & ~(a.stats["max_radii"].astype(np.float32) > t["screen"])
+        keep_clone = clone & ~faint & ~(max_ls > t["log_world"])
+        keep_split = split & ~faint & ~((max_ls - t["log_div"]) > t["log_world"])
+        seen = denom > 0
+        cost = clone.astype(np.int64) + (self.split_samples - 1) * split
+        counts = np.stack([clone, split, seen], axis=1).astype(np.int64)
+        peak = np.where(seen, ga / np.where(seen, denom, np.float32(1.0)), np.float32(0.0))
+        return Decided(keep, keep_clone, keep_split, cost, counts, peak)
+
+
+def densify_host(arrays: HostArrays, rnd: ADCRound) -> tuple[HostArrays, DensifyReport]:
+    """One ADC round on host arrays (a copy): the NumPy reference of a round."""
+    from ..reference.state import HostState
+
+    state = HostState(arrays)
+    report = adc_round(state, rnd)
+    return state.arrays, report
+
+
+def adc_round(state: TrainState, rnd: ADCRound) -> DensifyReport:
+    """One ADC round on ``state`` (either path): grow with :class:`ADCDecision`, then the
+    statistics back to zero, as 3DGS does after ``densify_and_prune``."""
+    g = state.grow(ADCDecision(rnd), rnd.room)
+    state.clear_stats()
+    n_clone, n_split, seen = g.counts
+    grown = g.before + n_clone + (rnd.split_samples - 1) * n_split
+    return DensifyReport(n_clone, n_split, grown - g.after, g.before, g.after, seen, g.peak,
+                         g.capped)
+
+
 @register_strategy
 class ADC(Strategy):
     """3DGS adaptive density control: clone, split, prune, opacity resets (the reference)."""
 
     name = "adc"
     Config = ADCConfig
-    stat_names = ADC_STATS
+    statistics = ADC_STATS
 
     def __init__(self, config: ADCConfig, ctx) -> None:
         super().__init__(config, ctx)
@@ -105,7 +236,7 @@ class ADC(Strategy):
                 max_world_scale=c.max_world_scale * self.ctx.extent if after_reset else None,
                 max_screen_size=c.max_screen_size if after_reset else 0.0,
                 room=max(0, self.cap - state.n), key=stream(self.ctx.seed, it, STREAM_SPLIT))
-            report = state.densify_adc(rnd)
+            report = adc_round(state, rnd)
             lines.append(f"step {it}: {report.line()}")
             if report.max_grad == 0.0 and not self.zero_grad_warned:
                 self.ctx.log("WARNING: densification statistics are all zero — no gradient "

@@ -2,7 +2,7 @@
 
 The trainer's loop is: pick a view → step → :meth:`Strategy.after_step` → log/eval/save. A
 strategy owns its configuration and schedule, says which statistics the backward pass must
-accumulate (:attr:`Strategy.stat_names`), which regularisers the loss carries and whether the step
+accumulate (:attr:`Strategy.statistics`), which loss terms it trains with and whether the step
 perturbs the means, and edits the training state only through its row operations
 (:class:`wgsl_splat.training.state.TrainState`), which run where the state lives (NumPy or the device).
 """
@@ -65,7 +65,7 @@ class Strategy(ABC):
 
     name: ClassVar[str]
     Config: ClassVar[type]
-    stat_names: ClassVar[tuple[str, ...]] = ()
+    statistics: ClassVar[tuple] = ()   # Statistic declarations (training/statistics.py)
     loss_defaults: ClassVar[dict[str, float]] = {}
 
     def __init__(self, config, ctx: StrategyContext) -> None:

@@ -20,7 +20,6 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from ..options import option
-
 from ..reference.rows import STREAM_ADD, STREAM_RELOCATE, stream
 from ..training.state import TrainState
 from .base import Strategy, StrategyError, register_strategy
@@ -57,11 +56,6 @@ class MCMC(Strategy):
     #: the loss terms 3DGS-MCMC trains with (gsplat's opacity_reg and scale_reg)
     loss_defaults = {"opacity_reg": 0.01, "scale_reg": 0.01}
 
-    def __init__(self, config: MCMCConfig, ctx) -> None:
-        super().__init__(config, ctx)
-        if config.cap_max < 1:
-            raise StrategyError(f"--cap-max must be positive, got {config.cap_max}")
-
     @property
     def cap(self) -> int:
         limit = self.ctx.max_gaussians
@@ -92,6 +86,6 @@ class MCMC(Strategy):
         moved = state.relocate(c.min_opacity, stream(seed, it, STREAM_RELOCATE))
         n = state.n
         target = min(self.cap, int((1.0 + c.growth) * n))
-        added = state.add_by_opacity(max(0, target - n), c.min_opacity,
+        added = state.sample_add(max(0, target - n), c.min_opacity,
                                      stream(seed, it, STREAM_ADD))
         return [f"step {it}: mcmc: relocated {moved}, added {added}, N {state.n}"]

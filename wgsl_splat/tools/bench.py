@@ -73,8 +73,8 @@ def bench_gpu(ctx, cfg: Config, steps: int, warmup: int, stages: bool = True,
     loops alternate between them step by step, so a machine whose speed drifts (a shared VM) skews
     every mode alike and their ratio stays meaningful."""
     from ..gpu.step import GpuTrainStep
-    from ..training.optim import OptimConfig
     from ..render_config import render_config
+    from ..training.optim import OptimConfig
     from .roofline import roofline, step_work
 
     model, cam, target, extent = make_scene(cfg.n, cfg.width, cfg.height)
@@ -144,9 +144,9 @@ def bench_gpu(ctx, cfg: Config, steps: int, warmup: int, stages: bool = True,
 
 def bench_cpu(cfg: Config, steps: int, warmup: int, mode: str = "classic") -> dict:
     """The NumPy path with fenced host timing per stage (the same calls as CpuTrainStep.step)."""
-    from ..training.optim import AdamState, OptimConfig, adam_step
     from ..reference import compute_filter_3d, loss_and_grad, render, render_backward
     from ..render_config import render_config
+    from ..training.optim import AdamState, OptimConfig, adam_step
 
     model, cam, target, extent = make_scene(cfg.n, cfg.width, cfg.height)
     model = model.astype(np.float32)

@@ -18,8 +18,8 @@ import numpy as np
 
 from ..camera import Camera
 from ..model import GaussianModel
-from .random_scene import filter_cameras, random_scene
 from ..render_config import CLASSIC, RenderConfig
+from .random_scene import filter_cameras, random_scene
 
 TOLERANCE = 1e-3
 

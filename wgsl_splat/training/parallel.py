@@ -141,17 +141,23 @@ class ReplicatedState(TrainState):
     def reset_opacity(self, value: float) -> None:
         self._each("reset_opacity", value)
 
-    def densify_adc(self, rnd):
-        return self._each("densify_adc", rnd)
+    def grow(self, decision, room: int):
+        return self._each("grow", decision, room)
 
     def relocate(self, min_opacity: float, key: int) -> int:
         return self._each("relocate", min_opacity, key)
 
-    def add_by_opacity(self, count: int, min_opacity: float, key: int) -> int:
-        return self._each("add_by_opacity", count, min_opacity, key)
+    def sample_add(self, count: int, min_opacity: float, key: int) -> int:
+        return self._each("sample_add", count, min_opacity, key)
 
     def perturb_means(self, scale: float, key: int) -> None:
         self._each("perturb_means", scale, key)
+
+    def read_stats(self):
+        return self.first.read_stats()
+
+    def clear_stats(self) -> None:
+        self._each("clear_stats")
 
 
 class ReplicatedStep(TrainStep):

@@ -1,41 +1,71 @@
-"""The per-Gaussian training state and the row operations densification is written in.
+"""The per-Gaussian training state and the strategy-neutral row operations strategies compose
+(after gsplat's ``strategy/ops.py``).
 
 A run's state is, per Gaussian: the parameters (:class:`~wgsl_splat.model.GaussianModel`), the two
-Adam moments (same shapes) and the statistics the strategy asks the backward pass for (ADC:
-``grad_accum``, ``denom``, ``max_radii``; MCMC: none). The NumPy path keeps them as host arrays
+Adam moments (same shapes) and the statistics its strategy declared
+(:mod:`wgsl_splat.training.statistics`). The NumPy path keeps them as host arrays
 (:class:`wgsl_splat.reference.state.HostState`); the GPU path keeps them on the device in a layout
 sized by a capacity that grows geometrically (:class:`wgsl_splat.gpu.state.DeviceState`) and edits
 them with kernels, reading back only counts.
 
-Every edit is one **row table** applied to all per-Gaussian arrays at once: output row ``r`` is
-made from source row ``src[r]`` with a transform ``kind[r]``:
+Every edit of the set of rows is one **row table** applied to all per-Gaussian arrays at once:
+output row ``r`` is made from source row ``src[r]`` with a transform ``kind[r]`` (:class:`RowKind`):
 
 - ``KEEP``      the row as it is, moments and statistics included (prune = keep the others);
-- ``NEW``       a copy of the parameters with zero moments and statistics (3DGS clone);
+- ``NEW``       a copy of the parameters with zero moments and statistics (a clone);
 - ``SPLIT``     ``NEW`` with the mean drawn from the source Gaussian (``mean + R·(s ⊙ z)``, ``z``
                 standard normal, counter-based so both paths draw the same) and the scales divided
-                by ``split_scale_div`` (3DGS split; ``sample[r]`` numbers the draws of one source);
-- ``RELOCATE``  ``NEW`` with the opacity and scales replaced by the MCMC relocation of its source
-                (``relocated[src]``: new opacity logit and log-scale shift, per source).
+                by ``split_scale_div`` (``sample[r]`` numbers the draws of one source);
+- ``RELOCATE``  ``NEW`` with the opacity and scales replaced by the 3DGS-MCMC relocation of its
+                source (``relocated[src]``: new opacity logit and log-scale shift, per source).
 
-The strategies (:mod:`wgsl_splat.strategy`) only decide the table — ADC's clone/split/prune, MCMC's
-relocation and growth — and the state applies it; per-group resets (opacity reset) are the one
-other operation. Both backends implement the same table semantics and are tested against each
-other.
+The operations (:class:`TrainState`), each implemented by both paths and tested against each other:
+
+- :meth:`~TrainState.apply` a table given on the host;
+- :meth:`~TrainState.grow` with a strategy's :class:`RowDecision`: its kernel (WGSL on the device,
+  a NumPy twin on the host) says per row whether it stays, is cloned, or is split; rows compete
+  for the room by the decision's score; the state builds the table (kept rows, clones, split
+  samples sample-major) and applies it;
+- :meth:`~TrainState.relocate` and :meth:`~TrainState.sample_add` (rows drawn in proportion to
+  opacity, relocated by the 3DGS-MCMC formula), :meth:`~TrainState.perturb_means` (its noise);
+- :meth:`~TrainState.reset_opacity` (a group reset with its moments), :meth:`~TrainState.read_stats`
+  and :meth:`~TrainState.clear_stats` (the statistics to the host, and back to zero).
 """
 
 from __future__ import annotations
 
+import os
 from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
+from enum import IntEnum
+from typing import ClassVar, NamedTuple
 
 import numpy as np
 
 from ..model import GaussianModel
 from .optim import AdamState
+from .statistics import STANDARD, resolve
 
-KEEP, NEW, SPLIT, RELOCATE = 0, 1, 2, 3
-ADC_STATS = ("grad_accum", "denom", "max_radii")
+
+class RowKind(IntEnum):
+    """The transforms of a row table (module doc); the WGSL gets them from :func:`row_kinds_wgsl`."""
+
+    KEEP = 0
+    NEW = 1
+    SPLIT = 2
+    RELOCATE = 3
+
+
+KEEP, NEW, SPLIT, RELOCATE = RowKind
+MAX_SPLIT_SAMPLES = 4          # split draws are numbered src·4 + j
+
+
+def row_kinds_wgsl() -> str:
+    """The row kinds and the split numbering as WGSL constants (the generated ``row_kinds.wgsl``)."""
+    lines = ["// Generated from wgsl_splat/training/state.py (RowKind); not a file on disk."]
+    lines += [f"const {k.name}: u32 = {int(k)}u;" for k in RowKind]
+    lines.append(f"const SPLIT_DRAWS: u32 = {MAX_SPLIT_SAMPLES}u;")
+    return "\n".join(lines) + "\n"
 
 
 @dataclass
@@ -56,18 +86,20 @@ class HostArrays:
         return len(self.model)
 
     @staticmethod
-    def fresh(model: GaussianModel, stat_names=()) -> "HostArrays":
-        """Zero moments and statistics for ``model``."""
+    def fresh(model: GaussianModel, statistics=()) -> "HostArrays":
+        """Zero moments and statistics (declarations or names) for ``model``."""
         return HostArrays(model, AdamState.zeros_for(model),
-                          {k: np.zeros(len(model), np.float32) for k in stat_names})
+                          {s.name: np.zeros(len(model), np.float32) for s in resolve(statistics)})
 
     @staticmethod
-    def of(model: "GaussianModel | HostArrays", adam: AdamState | None = None) -> "HostArrays":
+    def of(model: "GaussianModel | HostArrays", adam: AdamState | None = None,
+           statistics=None) -> "HostArrays":
         """What a step is built from: the whole state as it is, or a model (float32) with ``adam``
-        or fresh moments and ADC's statistics."""
+        or fresh moments, and zero ``statistics`` (None: 3DGS's, :data:`STANDARD`)."""
         if isinstance(model, HostArrays):
             return model
-        arrays = HostArrays.fresh(model.astype(np.float32), ADC_STATS)
+        arrays = HostArrays.fresh(model.astype(np.float32),
+                                  STANDARD if statistics is None else statistics)
         if adam is not None:
             arrays.adam = adam
         return arrays
@@ -94,57 +126,92 @@ class RowTable:
 @dataclass
 class RowEdit:
     """What a table needs besides itself: the split's scale divisor and random stream, and the
-    MCMC relocation of each source (``(N, 2)``: new opacity logit, log-scale shift)."""
+    3DGS-MCMC relocation of each source (``(N, 2)``: new opacity logit, log-scale shift)."""
 
     split_scale_div: float = 1.6
     key: int = 0
     relocated: np.ndarray | None = None
 
 
-@dataclass(frozen=True)
-class ADCRound:
-    """One adaptive-density-control round, in absolute units (3DGS ``densify_and_prune``).
+class Decided(NamedTuple):
+    """A decision's per-row outcome on the host (:meth:`RowDecision.numpy`): whether the row stays
+    (``keep``), gets a clone (``clone``) or is replaced by ``split_samples`` samples (``split``);
+    ``cost``, the rows it would add if allowed to grow (``int``); ``counts`` ``(N, 3)`` and
+    ``peak`` ``(N,)`` the decision's own tallies (summed; the largest non-negative value)."""
 
-    Grow where the mean NDC gradient reaches ``grad_threshold``: clone when the largest scale is at
-    most ``clone_max_scale`` (percent_dense × extent), else split into ``split_samples``; then prune
-    (the grown model, by each row's source) opacity < ``min_opacity``, largest scale above
-    ``max_world_scale`` (None: off) and, for rows that existed, screen radius above
-    ``max_screen_size`` (0: off). At most ``room`` rows may be added: when more qualify, the
-    strongest gradients go first."""
+    keep: np.ndarray
+    clone: np.ndarray
+    split: np.ndarray
+    cost: np.ndarray
+    counts: np.ndarray
+    peak: np.ndarray
 
-    grad_threshold: float
-    clone_max_scale: float
-    split_samples: int
-    split_scale_div: float
-    min_opacity: float
-    max_world_scale: float | None
-    max_screen_size: float
-    room: int
-    key: int
+
+class RowDecision(ABC):
+    """A strategy's per-row decision for :meth:`TrainState.grow`, in both languages.
+
+    ``wgsl``: the device kernel's source — a ``struct DecisionParams`` (the uniform the host fills
+    from :meth:`params`, field by field) and ``fn decide(i: u32, may_grow: bool) -> Decision``
+    reading the row through ``log_scales(i)``, ``opacity_logit(i)``, ``mean(i)``, ``quat(i)``
+    and ``stat_<name>(i)`` for each statistic of the state (``gpu/shaders/grow.wgsl``).
+    :meth:`numpy` is its twin on :class:`HostArrays`, deciding from the same float32 values with
+    the same comparisons, so both paths decide alike. ``may_grow`` is false for rows the room
+    leaves out: they may stay or go, not grow. When the room binds, rows are ranked by
+    :meth:`score`, computed on the host from the statistics named in ``score_stats`` on both paths
+    (the device path reads them back then), so the ranking is the same on any hardware.
+    """
+
+    wgsl: ClassVar[str]
+    score_stats: ClassVar[tuple[str, ...]] = ()
+    split_samples: int = 2
+    split_scale_div: float = 1.6
+    key: int = 0
+
+    def score(self, stats: dict[str, np.ndarray]) -> np.ndarray:
+        """Each row's rank when the room binds (larger grows first): by default all rows alike,
+        so the lower indices grow first."""
+        n = len(next(iter(stats.values()))) if stats else 0
+        return np.zeros(n)
+
+    @abstractmethod
+    def params(self) -> dict[str, float | int]:
+        """The values of ``DecisionParams``, by field name."""
+
+    @abstractmethod
+    def numpy(self, arrays: HostArrays, may_grow: np.ndarray) -> Decided:
+        """The decision for every row of ``arrays`` (``may_grow``: bool per row)."""
+
+
+def wgsl_beside(module_file: str, name: str) -> str:
+    """The text of WGSL file ``name`` in the folder of the module ``module_file`` (``__file__``):
+    a strategy's kernels live next to it and ship with it as package data."""
+    path = os.path.join(os.path.dirname(os.path.abspath(module_file)), name)
+    with open(path, encoding="utf-8") as f:
+        return f.read()
 
 
 @dataclass
-class DensifyReport:
-    cloned: int   # Gaussians duplicated
-    split: int    # Gaussians replaced by split_samples samples each
-    pruned: int   # Gaussians removed for opacity or size (split originals not counted)
+class GrowReport:
+    """What :meth:`TrainState.grow` did: rows before and after, rows kept as they were, clones and
+    split sources added (after the decision's own pruning), the decision's tallies, and whether
+    the room left some rows out."""
+
     before: int
     after: int
-    seen: int          # Gaussians visible in at least one view since the last round
-    max_grad: float    # the largest mean NDC gradient among them
-    capped: bool = False   # the room left out some of the Gaussians that qualified
-
-    def line(self) -> str:
-        return (f"densify: N {self.before} -> {self.after} (+{self.cloned} cloned, {self.split} split, "
-                f"-{self.pruned} pruned; {self.seen} seen, max grad {self.max_grad:.2e})"
-                + ("; capped" if self.capped else ""))
+    kept: int
+    cloned: int
+    split: int
+    counts: tuple[int, int, int]
+    peak: float
+    capped: bool
 
 
 class TrainState(ABC):
     """A run's per-Gaussian arrays on one path, with the row operations (module doc).
 
     :attr:`rows_version` counts the edits that changed the set of rows (anything but the opacity
-    reset): what depends on the set (the antialiased mode's 3D filter) is recomputed after one."""
+    reset and the noise): what depends on the set (the antialiased mode's 3D filter) is
+    recomputed after one."""
 
     stat_names: tuple[str, ...]
     rows_version: int = 0
@@ -167,27 +234,44 @@ class TrainState(ABC):
         """Rebuild every per-Gaussian array from ``table`` (given on the host)."""
 
     @abstractmethod
+    def grow(self, decision: RowDecision, room: int) -> GrowReport:
+        """Decide every row with ``decision`` and rebuild the arrays: kept rows (in order), clones,
+        then the split samples sample-major. When the rows that want to grow would add more than
+        ``room`` rows, only the highest scores (ties: the lower index) grow, as many as fit."""
+
+    @abstractmethod
     def reset_opacity(self, value: float) -> None:
         """opacity ← min(opacity, value) and its Adam moments zeroed (3DGS ``reset_opacity``); in
         the antialiased mode the cap applies to the opacity as rendered (with the 3D filter's
         compensation), as Mip-Splatting does."""
 
-    # -- strategy operations: decide a table where the data lives, then apply it -------------------
-    @abstractmethod
-    def densify_adc(self, rnd: ADCRound) -> DensifyReport:
-        """One ADC round (clone, split, prune) in 3DGS's order: kept originals, kept clones, kept
-        split samples (sample-major); statistics zeroed afterwards."""
-
     @abstractmethod
     def relocate(self, min_opacity: float, key: int) -> int:
-        """MCMC: move every Gaussian with opacity <= ``min_opacity`` onto a live one drawn in
-        proportion to opacity; returns how many moved."""
+        """Move every Gaussian with opacity <= ``min_opacity`` onto a live one drawn in proportion
+        to opacity (3DGS-MCMC); returns how many moved."""
 
     @abstractmethod
-    def add_by_opacity(self, count: int, min_opacity: float, key: int) -> int:
-        """MCMC: append ``count`` Gaussians, each relocated from a source drawn in proportion to
-        opacity; returns how many were added."""
+    def sample_add(self, count: int, min_opacity: float, key: int) -> int:
+        """Append ``count`` Gaussians, each relocated from a source drawn in proportion to opacity
+        (3DGS-MCMC); returns how many were added."""
 
     @abstractmethod
     def perturb_means(self, scale: float, key: int) -> None:
-        """MCMC: means += Σ·z·σ(100·(1 − o − 0.995))·scale, z standard normal (the paper's noise)."""
+        """means += Σ·z·σ(100·(1 − o − 0.995))·scale, z standard normal (3DGS-MCMC's noise)."""
+
+    @abstractmethod
+    def read_stats(self) -> dict[str, np.ndarray]:
+        """The statistics on the host, by name."""
+
+    @abstractmethod
+    def clear_stats(self) -> None:
+        """Every statistic back to zero."""
+
+
+def budget(score: np.ndarray, cost: np.ndarray, room: int) -> np.ndarray:
+    """The rows that may grow when ``cost`` exceeds ``room``: highest ``score`` first (ties: lower
+    index), as long as the running total of their costs fits."""
+    order = np.argsort(-np.asarray(score), kind="stable")
+    allowed = np.zeros(len(score), bool)
+    allowed[order[np.cumsum(np.asarray(cost, np.int64)[order]) <= room]] = True
+    return allowed

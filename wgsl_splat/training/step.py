@@ -27,16 +27,11 @@ from .optim import OptimConfig
 from .state import TrainState
 
 
-def ndc_grad_norm(dL_dmeans2d: np.ndarray, width: int, height: int) -> np.ndarray:
-    """‖∂L/∂μ2D‖ in NDC units from the pixel-space gradient."""
-    return np.hypot(dL_dmeans2d[:, 0] * (0.5 * width), dL_dmeans2d[:, 1] * (0.5 * height))
-
-
 @dataclass(frozen=True)
 class StepSpec:
     """What the trainer tells a path's step about the run: the optimiser, the background, the loss
     (image terms and parameter terms, :mod:`wgsl_splat.training.losses`) and the names of the
-    statistics the strategy asks the backward pass for."""
+    statistics the strategy asks the backward pass for (:mod:`~wgsl_splat.training.statistics`)."""
 
     optim: OptimConfig = field(default_factory=OptimConfig)
     background: tuple = (0.0, 0.0, 0.0)
@@ -157,10 +152,10 @@ class TrainStep(ABC):
         """Replace the gradient sum and the statistics by the reduced ones (:meth:`read_reduction`'s
         layout), before :meth:`finish`."""
 
-    @abstractmethod
     def clear_stats(self) -> None:
-        """Zero the densification statistics (a replica that is not the reduction's first, before
+        """Zero the statistics (a replica that is not the reduction's first, before
         :meth:`accumulate`: the reduced sum then counts the earlier totals once)."""
+        self.state.clear_stats()
 
     @abstractmethod
     def take_losses(self) -> list[float]:

@@ -372,12 +372,13 @@ class Trainer:
                 self.strategy.check(len(model))
             except StrategyError as exc:
                 raise TrainingError(str(exc)) from None
-            arrays = HostArrays.fresh(model, self.strategy.stat_names)
+            arrays = HostArrays.fresh(model, self.strategy.statistics)
         try:
             self.optim = cfg.optim.with_scene(self.extent, cfg.iters).for_batch(cfg.batch_size)
         except ValueError as exc:
             raise TrainingError(str(exc)) from None
-        spec = StepSpec(self.optim, tuple(cfg.background), cfg.loss, self.strategy.stat_names)
+        spec = StepSpec(self.optim, tuple(cfg.background), cfg.loss,
+                        tuple(s.name for s in self.strategy.statistics))
         self.step: TrainStep = self.step_factory(arrays, spec)
         ctx.max_gaussians = self.step.max_gaussians
         # antialiased: the 3D filter from the training views (a resumed run recomputes it)

@@ -1,4 +1,4 @@
-// Stage 9: projection backward and densification statistics. Math: wgsl_splat/reference/
+// Projection backward and the strategy's statistics. Math: wgsl_splat/reference/
 // projection.py (project_backward) and sh.py (eval_sh_backward); geometry shared with the forward
 // pass through gaussian.wgsl. One thread per Gaussian.
 //
@@ -6,11 +6,11 @@
 // conic, colour) and zeroes them for the next step; writes the gradient of every stored parameter
 // into `grads` (same flat layout as `params`: means 3N | log-scales 3N | quats 4N | opacity N |
 // SH N·K·3), zero for culled Gaussians and for SH bands above the active degree, so the buffer
-// needs no clearing. Densification statistics of visible Gaussians (radius > 0), as the reference
-// CpuTrainStep: stats[i] += ‖dL/dmean2d · (W/2, H/2)‖ (NDC units), stats[N + i] += 1,
-// stats[2N + i] = max(stats[2N + i], radius). With STATS = false (gradient checks) the statistics
-// are left alone. With ACCUMULATE (the 2nd..Bth view of a batch) every gradient is added to the
-// buffer instead of written, so after B views `grads` holds their sum (Adam scales it by 1/B).
+// needs no clearing. The strategy's statistics of visible Gaussians (radius > 0) are accumulated
+// by the generated accumulate_statistics (statistics.wgsl, from training/statistics.py; one plane
+// of N floats per statistic). With STATS = false (gradient checks) they are left alone. With
+// ACCUMULATE (the 2nd..Bth view of a batch) every gradient is added to the buffer instead of
+// written, so after B views `grads` holds their sum (Adam scales it by 1/B).
 
 override STATS: bool = true;
 override ACCUMULATE: bool = false;
@@ -18,6 +18,7 @@ override ACCUMULATE: bool = false;
 #include "common.wgsl"
 #include "sh.wgsl"
 #include "gaussian.wgsl"
+#include "statistics.wgsl"
 
 @group(0) @binding(0) var<uniform> rp: RenderParams;
 @group(0) @binding(1) var<storage, read> params: array<f32>;
@@ -160,12 +161,9 @@ fn project_backward(@builtin(local_invocation_index) lid: u32,
         return;
     }
 
-    // Densification statistics (NDC-unit norm of the screen-space mean gradient).
+    // The strategy's statistics (statistics.wgsl).
     if (STATS) {
-        let half = 0.5 * vec2<f32>(f32(rp.img.x), f32(rp.img.y));
-        stats[i] = stats[i] + length(v0.xy * half);
-        stats[n + i] = stats[n + i] + 1.0;
-        stats[2u * n + i] = max(stats[2u * n + i], s.radius);
+        accumulate_statistics(i, n, v0, s, 0.5 * vec2<f32>(f32(rp.img.x), f32(rp.img.y)));
     }
 
     // Opacity = sigmoid(logit) (antialiased: times the compensations, below).

@@ -1,4 +1,4 @@
-// Row operations on the training state (wgsl_splat/state.py; NumPy twin: reference/rows.py
+// Row operations on the training state (wgsl_splat/training/state.py; NumPy twin: reference/rows.py
 // apply_rows, reset_opacity). A row table entry is (source row, kind | sample << 8):
 //   KEEP 0: the row as it is;  NEW 1: parameters copied, moments and statistics zero;
 //   SPLIT 2: NEW with mean + R·(s ⊙ z) and log-scales − log(div);  RELOCATE 3: NEW with the
@@ -9,20 +9,22 @@
 // larger capacity than the source's (offsets given separately).
 
 #include "random.wgsl"
+#include "row_constants.wgsl"
 
-const KEEP: u32 = 0u;
-const SPLIT: u32 = 2u;
-const RELOCATE: u32 = 3u;
-const SPLIT_DRAWS: u32 = 4u;      // split draws are numbered source · 4 + sample
+const WG: u32 = 256u;           // threads per workgroup (the host reads it from here)
+const MAX_SEGMENTS: u32 = 6u;   // arrays per buffer apply_plain rebuilds (the statistics: one each)
 
 struct RowParams {
-    rows: vec4<u32>,        // rows written, SH coefficients K, x workgroups per grid row, segments
+    n_out: u32,             // rows written
+    k: u32,                 // SH coefficients per row
+    x_groups: u32,          // x workgroups per grid row
+    segments: u32,          // apply_plain: entries of seg
     src_offs: vec4<u32>,    // params: source offsets of log-scales, quats, opacity logits, SH
     dst_offs: vec4<u32>,    // the same in the destination
-    edit: vec4<f32>,        // log(split scale divisor), 0, 0, 0
-    key: vec4<u32>,         // split random stream, 0, 0, 0
+    log_split_div: f32,     // log(split scale divisor)
+    key: u32,               // split random stream
     // apply_plain: (source offset, destination offset, width, 0) of each array in the buffer
-    seg: array<vec4<u32>, 6>,
+    seg: array<vec4<u32>, MAX_SEGMENTS>,
 }
 
 @group(0) @binding(0) var<uniform> rp: RowParams;
@@ -32,7 +34,7 @@ struct RowParams {
 @group(0) @binding(4) var<storage, read> relocated: array<vec2<f32>>;
 
 fn row_index(lid: u32, wid: vec3<u32>) -> u32 {
-    return (wid.x + wid.y * rp.rows.z) * 256u + lid;
+    return (wid.x + wid.y * rp.x_groups) * WG + lid;
 }
 
 fn copy_span(from_: u32, to: u32, count: u32) {
@@ -53,16 +55,16 @@ fn quat_rotate(q: vec4<f32>, v: vec3<f32>) -> vec3<f32> {
         2.0 * (x * z - w * y) * v.x + 2.0 * (y * z + w * x) * v.y + (1.0 - 2.0 * (x * x + y * y)) * v.z);
 }
 
-@compute @workgroup_size(256)
+@compute @workgroup_size(WG)
 fn apply_params(@builtin(local_invocation_index) lid: u32, @builtin(workgroup_id) wid: vec3<u32>) {
     let r = row_index(lid, wid);
-    if (r >= rp.rows.x) {
+    if (r >= rp.n_out) {
         return;
     }
     let e = table[r];
     let s = e.x;
     let kind = e.y & 0xffu;
-    let k3 = 3u * rp.rows.y;
+    let k3 = 3u * rp.k;
     let so = rp.src_offs;
     let d = rp.dst_offs;
     var mean = vec3<f32>(src[3u * s], src[3u * s + 1u], src[3u * s + 2u]);
@@ -71,9 +73,9 @@ fn apply_params(@builtin(local_invocation_index) lid: u32, @builtin(workgroup_id
     if (kind == SPLIT) {
         let q = vec4<f32>(src[so.y + 4u * s], src[so.y + 4u * s + 1u], src[so.y + 4u * s + 2u],
                           src[so.y + 4u * s + 3u]);
-        let z = random_normal3(rp.key.x, s * SPLIT_DRAWS + (e.y >> 8u));
+        let z = random_normal3(rp.key, s * SPLIT_DRAWS + (e.y >> 8u));
         mean = mean + quat_rotate(q / length(q), exp(ls) * z);
-        ls = ls - vec3<f32>(rp.edit.x);
+        ls = ls - vec3<f32>(rp.log_split_div);
     } else if (kind == RELOCATE) {
         let rel = relocated[s];
         logit = rel.x;
@@ -90,15 +92,15 @@ fn apply_params(@builtin(local_invocation_index) lid: u32, @builtin(workgroup_id
     copy_span(so.w + k3 * s, d.w + k3 * r, k3);
 }
 
-@compute @workgroup_size(256)
+@compute @workgroup_size(WG)
 fn apply_plain(@builtin(local_invocation_index) lid: u32, @builtin(workgroup_id) wid: vec3<u32>) {
     let r = row_index(lid, wid);
-    if (r >= rp.rows.x) {
+    if (r >= rp.n_out) {
         return;
     }
     let e = table[r];
     let keep = (e.y & 0xffu) == KEEP;
-    for (var g = 0u; g < rp.rows.w; g = g + 1u) {
+    for (var g = 0u; g < rp.segments; g = g + 1u) {
         let seg = rp.seg[g];
         let w = seg.z;
         for (var c = 0u; c < w; c = c + 1u) {
