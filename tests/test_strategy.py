@@ -39,6 +39,7 @@ def random_arrays(rng, n, sh_degree=1, stats=ADC_STATS) -> HostArrays:
     if "denom" in a.stats:
         a.stats["denom"][:] = rng.integers(0, 5, n)
         a.stats["grad_accum"][:] = a.stats["denom"] * rng.uniform(0, 4e-4, n)
+    if "max_radii" in a.stats:
         a.stats["max_radii"][:] = rng.integers(0, 40, n)
     return a
 
