@@ -133,9 +133,8 @@ def test_all_pipelines_compile(gpu_ctx):
                     "ROWS": rows, "COLS": cols, "THREADS_X": 16 // cols, "THREADS_Y": 16 // rows,
                     "BATCH": min(threads, 12288 // (48 * threads)), "ATOMICS": atomics,
                     "PARTIALS": partials})
-    from wgsl_splat.training.statistics import STANDARD, statistics_wgsl
-    lib.pipeline("project_backward", "project_backward",
-                 generated={"statistics.wgsl": statistics_wgsl(STANDARD)})
+    from wgsl_splat.gpu.backward import project_includes
+    lib.pipeline("project_backward", "project_backward", generated=project_includes())
     lib.pipeline("adam", "adam_step")
     from wgsl_splat.gpu.loss import window_defines
     lib.pipeline("loss", "ssim_forward", defines=window_defines())

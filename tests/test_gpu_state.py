@@ -18,6 +18,7 @@ from wgsl_splat.reference.step import CpuTrainStep
 from wgsl_splat.training.state import KEEP, NEW, RELOCATE, SPLIT, HostArrays, RowEdit, RowTable
 from wgsl_splat.strategy.adc import ADC_STATS, ADCRound, adc_round, densify_host
 from wgsl_splat.training.losses import LossConfig
+from wgsl_splat.training.step import View
 
 
 def device_state(gpu_ctx, arrays: HostArrays, **kw) -> GpuTrainStep:
@@ -163,3 +164,30 @@ def test_regularisers_and_noise_in_the_step_match_the_numpy_path(gpu_ctx):
     for name, arr in c.arrays().items():
         close = np.isclose(g.arrays()[name], arr, rtol=1e-4, atol=1e-5)
         assert close.mean() > 0.99, f"seed {seed}: {name}"
+
+
+def test_both_paths_report_the_loss_with_its_parameter_terms(gpu_ctx):
+    """The reported loss is image loss + parameter terms on both paths (the device adds the terms'
+    value, reduced in project_backward, to its loss ring), for single views and in a batch."""
+    seed = fresh_seed()
+    rng = np.random.default_rng(seed)
+    model, cam = random_scene(rng, n=700, width=48, height=40, sh_degree=1, edge_cases=False,
+                              dtype=np.float32)       # 700: three workgroups of partial sums
+    target = rng.uniform(0, 1, (40, 48, 3)).astype(np.float32)
+    plain, terms = LossConfig(), LossConfig(opacity_reg=0.3, scale_reg=0.2)
+    losses = {}
+    for name, loss in (("plain", plain), ("terms", terms)):
+        arrays = HostArrays.fresh(model, ())
+        for path, step in (("cpu", CpuTrainStep(arrays, OptimConfig(), loss=loss)),
+                           ("gpu", GpuTrainStep(gpu_ctx, arrays, OptimConfig(), loss=loss))):
+            step.step(cam, target)
+            step.step_batch([View(cam, target, 1), View(cam, target, 1)])
+            losses[name, path] = np.array(step.take_losses())
+    expected = terms.opacity_reg * model.opacities.mean() + terms.scale_reg * np.exp(
+        model.log_scales.astype(np.float64)).mean()
+    for path in ("cpu", "gpu"):
+        assert len(losses["terms", path]) == 3
+        np.testing.assert_allclose(losses["terms", path][0] - losses["plain", path][0], expected,
+                                   rtol=1e-5, err_msg=f"seed {seed}: {path}")
+    np.testing.assert_allclose(losses["terms", "gpu"], losses["terms", "cpu"], rtol=1e-5,
+                               err_msg=f"seed {seed}")

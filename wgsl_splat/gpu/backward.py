@@ -20,8 +20,10 @@ from __future__ import annotations
 
 import numpy as np
 
+from ..training.losses import LossConfig, ParamTerm
 from ..training.statistics import STANDARD, resolve, statistics_wgsl
-from .pool import BufferPool
+from .loss import SLOT
+from .pool import UNIFORM_USAGE, BufferPool, buffer_usage
 from .renderer import GpuRenderer
 from .runtime import GpuContext, GpuError
 from .shaders import ShaderLibrary
@@ -31,6 +33,46 @@ GRAD2D_FLOATS = 12          # per splat: (mean2d x, y, opacity, -), (conic a, b,
 PARTIALS_BYTES = 12288      # workgroup memory for the per-round partial sums of raster_backward
 
 
+# Where each parameter group lives in the flat layout (the offsets of RenderParams), and its width.
+GROUP_LAYOUT = {"means": ("0u", 3), "log_scales": ("rp.offs.x", 3), "quats": ("rp.offs.y", 4),
+                "opacity_logits": ("rp.offs.z", 1)}
+
+
+def param_terms_wgsl(active: list[ParamTerm]) -> str:
+    """``param_terms.wgsl`` for ``project_backward.wgsl`` from the loss's parameter terms
+    (:mod:`wgsl_splat.training.losses`): the weights' uniform (one field per declared term) and
+    ``add_param_terms(i, n)``, which adds the active terms' gradients of row ``i`` to ``grads`` and
+    returns its share of their value. Only the active terms are compiled in: no branch on a weight
+    (lavapipe re-specialises a pipeline whose control flow depends on a uniform, every step)."""
+    from ..training.losses import PARAM_TERMS
+
+    lines = ["// Generated from wgsl_splat/training/losses.py (PARAM_TERMS) by gpu/backward.py.",
+             "struct LossTerms {"] + [f"    {t.weight}: f32," for t in PARAM_TERMS] + [
+             "}", f"const PARAM_TERMS: bool = {str(bool(active)).lower()};"]
+    for term in active:
+        lines += [f"fn term_{term.weight}(x: f32) -> vec2<f32> {{", f"    {term.wgsl}", "}"]
+    lines += ["fn add_param_terms(i: u32, n: u32) -> f32 {", "    var value = 0.0;"]
+    for term in active:
+        if term.group not in GROUP_LAYOUT:
+            raise ValueError(f"parameter term {term.weight}: group {term.group} has no WGSL layout")
+        offset, width = GROUP_LAYOUT[term.group]
+        lines += [f"    let w_{term.weight} = lt.{term.weight} / f32({width}u * n);",
+                  f"    for (var c = 0u; c < {width}u; c = c + 1u) {{",
+                  f"        let o = {offset} + {width}u * i + c;",
+                  f"        let fd = term_{term.weight}(params[o]);",
+                  f"        grads[o] = grads[o] + w_{term.weight} * fd.y;",
+                  f"        value = value + w_{term.weight} * fd.x;", "    }"]
+    lines += ["    return value;", "}"]
+    return "\n".join(lines) + "\n"
+
+
+def project_includes(statistics=STANDARD, terms=()) -> dict[str, str]:
+    """The generated includes of ``project_backward.wgsl``: the statistics' accumulation and the
+    parameter terms."""
+    return {"statistics.wgsl": statistics_wgsl(resolve(statistics)),
+            "param_terms.wgsl": param_terms_wgsl(list(terms))}
+
+
 class GpuBackward:
     """Records rasterisation backward and projection backward (2 dispatches)."""
 
@@ -38,7 +80,8 @@ class GpuBackward:
 
     def __init__(self, ctx: GpuContext, pool: BufferPool, lib: ShaderLibrary, renderer: GpuRenderer,
                  *, float_atomics: bool | None = None, subgroups: bool | None = None,
-                 rows: int | None = None, statistics=STANDARD) -> None:
+                 rows: int | None = None, statistics=STANDARD,
+                 loss: LossConfig | None = None, history: int = 1) -> None:
         self.ctx = ctx
         self.pool = pool
         self.lib = lib
@@ -69,8 +112,23 @@ class GpuBackward:
             "PARTIALS": "partials_subgroup.wgsl" if self.subgroups else "partials_workgroup.wgsl"},
             config=config)
         self.statistics = resolve(statistics)
-        self._project = lib.module("project_backward", config=config, generated={
-            "statistics.wgsl": statistics_wgsl(self.statistics)})
+        self.terms = (loss or LossConfig()).active_terms()
+        self._project = lib.module("project_backward", config=config, generated=project_includes(
+            self.statistics, [term for term, _ in self.terms]))
+        weights = np.zeros((), self._project.struct_dtype("LossTerms"))
+        for term, weight in self.terms:
+            weights[term.weight] = weight
+        pool.get("loss_terms", weights.nbytes, buffer_usage(*UNIFORM_USAGE))
+        pool.write("loss_terms", weights)
+        pool.get("term_partials", 4)
+        self._terms = None
+        if self.terms:   # the terms' value joins the step's loss (one uniform slot per loss slot)
+            self._terms = lib.module("loss_terms", config=config)
+            slots = np.zeros(history, self._terms.struct_dtype("TermsSlot", stride=SLOT))
+            slots["slot"] = np.arange(history)
+            self._terms_slot_bytes = self._terms.struct_dtype("TermsSlot").itemsize
+            pool.get("loss_terms_slots", slots.nbytes, buffer_usage(*UNIFORM_USAGE))
+            pool.write("loss_terms_slots", slots)
         self.num = 0
 
     @property
@@ -94,6 +152,8 @@ class GpuBackward:
         self.num = int(n)
         m = max(self.num, 1)
         self.pool.get("grad2d", 4 * GRAD2D_FLOATS * m)
+        block = self._project.workgroup_size("project_backward")[0]
+        self.pool.get("term_partials", 4 * -(-m // block))
         self.pool.get("stats", 4 * max(len(self.statistics), 1) * m, keep_contents=True)
         with self.ctx.guard("clearing the screen-space gradients"):
             enc = self.ctx.device.create_command_encoder(label="clear grad2d")
@@ -118,8 +178,21 @@ class GpuBackward:
             "STATS": int(stats), "ACCUMULATE": int(accumulate), **self.renderer.sh_constants}))
         cpass.set_bind_group(0, self.pool.bind_group(self._project, 0, {
             "rp": "render_params", "params": "params", "splats": "splats", "grad2d": "grad2d",
-            "grads": "grads", "stats": "stats", "filter3d": "filter3d"}))
-        cpass.dispatch_workgroups(*grid_2d(-(-self.num // 256)))
+            "grads": "grads", "stats": "stats", "filter3d": "filter3d", "lt": "loss_terms",
+            "term_partials": "term_partials"}))
+        block = self._project.workgroup_size("project_backward")[0]
+        cpass.dispatch_workgroups(*grid_2d(-(-self.num // block)))
+
+    def encode_terms(self, cpass, result: str, slot: int) -> None:
+        """Add the parameter terms' value to loss slot ``slot`` of the ring ``result`` (after
+        :meth:`encode_project`; nothing without active terms)."""
+        if self._terms is None:
+            return
+        cpass.set_pipeline(self._terms.pipeline("add_terms"))
+        cpass.set_bind_group(0, self.pool.bind_group(self._terms, 0, {
+            "ts": ("loss_terms_slots", 0, self._terms_slot_bytes), "rp": "render_params", "term_partials": "term_partials",
+            "result": result}), [slot * SLOT])
+        cpass.dispatch_workgroups(1)
 
     def encode(self, cpass, grad_image: str = "grad_image", *, stats: bool = True) -> None:
         """Both stages (the forward pass and dL/dimage must already be recorded)."""

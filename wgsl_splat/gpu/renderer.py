@@ -99,9 +99,6 @@ class GpuRenderer:
                  raster_cols: int | None = None, config: RenderConfig | None = None) -> None:
         self.ctx = ctx
         self.config = config or CLASSIC
-        # (opacity, scale) weights of the loss's regularisers, whose gradients the training step's
-        # projection backward adds (gsplat's opacity_reg, scale_reg; zero: none)
-        self.regularizers = (0.0, 0.0)
         self.pool = pool or BufferPool(ctx)
         self.lib = lib or ShaderLibrary(ctx)
         cpu = ctx.adapter_type == "CPU"
@@ -267,8 +264,6 @@ class GpuRenderer:
         p["model"] = (self.num, self.sh_coeffs, self.active_sh_degree, self.capacity)
         p["offs"] = self.offsets
         p["grid"] = (0, 0, self.chunks, 0)
-        n = max(self.num, 1)
-        p["reg"] = (self.regularizers[0] / n, self.regularizers[1] / (3 * n), 0.0, 0.0)
         self.pool.write("render_params", p)
 
     def prepare(self, camera: Camera, background=(0.0, 0.0, 0.0),

@@ -88,13 +88,13 @@ class GpuTrainStep(TrainStep):
         self.renderer = GpuRenderer(ctx, pool=self.pool, lib=self.lib, raster_rows=raster_rows,
                                     raster_cols=raster_cols, threads=threads, parallel_scan=parallel_scan,
                                     config=self.render_config)
-        self.renderer.regularizers = (self.loss_config.opacity_reg, self.loss_config.scale_reg)
         self.filter = Filter3D(self.renderer) if self.render_config.antialiased else None
         self.loss = GpuLoss(ctx, self.pool, self.lib, lam=self.loss_config.lambda_dssim, history=history,
                             variant=loss_variant)
         self.backward = GpuBackward(ctx, self.pool, self.lib, self.renderer,
                                     float_atomics=float_atomics, subgroups=subgroups,
-                                    statistics=self.statistics)
+                                    statistics=self.statistics, loss=self.loss_config,
+                                    history=history)
         self.adam = GpuAdam(ctx, self.pool, self.lib, config, params="params", grads="grads",
                             zero_grads=False)   # project_backward writes every gradient
         self.history = int(history)
@@ -291,6 +291,9 @@ class GpuTrainStep(TrainStep):
             stages.append(("raster backward", lambda cpass: self.backward.encode_raster(cpass)))
         stages.append(("project backward", lambda cpass: self.backward.encode_project(
             cpass, stats=bool(self._state.stat_names), accumulate=accumulate)))
+        if self.backward.terms:
+            stages.append(("loss terms", lambda cpass: self.backward.encode_terms(
+                cpass, self.loss.n_result, slot)))
         if update is not None:
             stages += self._update_stages(*update)
         return stages

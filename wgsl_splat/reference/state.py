@@ -38,7 +38,8 @@ class HostState(TrainState):
         if tuple(arrays.stats) != self.stat_names:
             raise ValueError(f"statistics {tuple(arrays.stats)} given, this state keeps "
                              f"{self.stat_names}")
-        self._set(HostArrays(arrays.model.astype(np.float32), arrays.adam.copy(),
+        # copies: the step trains its own arrays, never the caller's
+        self._set(HostArrays(arrays.model.astype(np.float32).copy(), arrays.adam.copy(),
                              {k: np.asarray(v, np.float32).copy() for k, v in arrays.stats.items()}))
 
     def _set(self, arrays: HostArrays) -> None:

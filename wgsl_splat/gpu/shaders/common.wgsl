@@ -20,7 +20,6 @@ struct RenderParams {
     model: vec4<u32>,         // N, K (SH coefficients stored per splat), active SH degree, capacity
     offs: vec4<u32>,          // float offsets in params[]: log_scales, quats, opacity logits, sh
     grid: vec4<u32>,          // per-splat dispatch: x workgroups per row, number of blocks, 0, 0
-    reg: vec4<f32>,           // regularisers' gradient factors: opacity / N, scale / 3N, 0, 0
 }
 
 // Projected splat, 48 bytes; what rasterisation (and its backward pass) reads per splat.

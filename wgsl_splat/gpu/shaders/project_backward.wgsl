@@ -19,6 +19,7 @@ override ACCUMULATE: bool = false;
 #include "sh.wgsl"
 #include "gaussian.wgsl"
 #include "statistics.wgsl"
+#include "param_terms.wgsl"
 
 @group(0) @binding(0) var<uniform> rp: RenderParams;
 @group(0) @binding(1) var<storage, read> params: array<f32>;
@@ -27,6 +28,8 @@ override ACCUMULATE: bool = false;
 @group(0) @binding(4) var<storage, read_write> grads: array<f32>;
 @group(0) @binding(5) var<storage, read_write> stats: array<f32>;
 @group(0) @binding(6) var<storage, read> filter3d: array<f32>;
+@group(0) @binding(7) var<uniform> lt: LossTerms;
+@group(0) @binding(8) var<storage, read_write> term_partials: array<f32>;
 
 // Every gradient goes through put1: written, or added to the batch's sum so far (ACCUMULATE).
 fn put1(o: u32, v: f32) {
@@ -114,30 +117,38 @@ fn sh_backward(base: u32, k: u32, deg: u32, d: vec3<f32>, gc: vec3<f32>) -> vec3
     return gd;
 }
 
-// gsplat's regularisers (MCMC): opacity_reg · mean σ(logit) + scale_reg · mean exp(log-scale),
-// their gradients added to every Gaussian's, seen or not (rp.reg = the weights over N and 3N).
-// No branch on rp.reg: lavapipe re-specialises a pipeline whose control flow depends on a uniform
-// (Mesa's uniform inlining), and did so at every step here (a 3-5 ms shader-cache reload per step,
-// 525 ms without the cache). select() keeps a zero weight exact even where exp() overflows.
-fn add_regularizers(i: u32) {
-    let sig = 1.0 / (1.0 + exp(-params[rp.offs.z + i]));
-    grads[rp.offs.z + i] = grads[rp.offs.z + i]
-                           + select(0.0, rp.reg.x * sig * (1.0 - sig), rp.reg.x != 0.0);
-    let o = rp.offs.x + 3u * i;
-    for (var c = 0u; c < 3u; c = c + 1u) {
-        grads[o + c] = grads[o + c] + select(0.0, rp.reg.y * exp(params[o + c]), rp.reg.y != 0.0);
-    }
-}
+var<workgroup> wg_terms: array<f32, BLOCK_SIZE>;
 
-@compute @workgroup_size(256)
+// The parameter terms' value is reduced per workgroup into term_partials (loss_terms.wgsl adds
+// their sum to the step's loss); the reduction is compiled in only when a term is active.
+@compute @workgroup_size(BLOCK_SIZE)
 fn project_backward(@builtin(local_invocation_index) lid: u32,
                     @builtin(workgroup_id) wid: vec3<u32>,
                     @builtin(num_workgroups) nwg: vec3<u32>) {
-    let n = rp.model.x;
-    let i = linear_workgroup(wid, nwg) * BLOCK_SIZE + lid;
-    if (i >= n) {
-        return;
+    let wg = linear_workgroup(wid, nwg);
+    let i = wg * BLOCK_SIZE + lid;
+    var value = 0.0;
+    if (i < rp.model.x) {
+        value = backward_row(i);
     }
+    if (PARAM_TERMS) {
+        wg_terms[lid] = value;
+        workgroupBarrier();
+        for (var s = BLOCK_SIZE / 2u; s > 0u; s = s >> 1u) {
+            if (lid < s) {
+                wg_terms[lid] = wg_terms[lid] + wg_terms[lid + s];
+            }
+            workgroupBarrier();
+        }
+        if (lid == 0u) {
+            term_partials[wg] = wg_terms[0];
+        }
+    }
+}
+
+// One Gaussian's gradients and statistics; returns its share of the parameter terms' value.
+fn backward_row(i: u32) -> f32 {
+    let n = rp.model.x;
     let k = SH_COEFFS;
     let sh_base = rp.offs.w + i * k * 3u;
     let s = splats[i];
@@ -157,8 +168,7 @@ fn project_backward(@builtin(local_invocation_index) lid: u32,
         for (var c = 0u; c < k; c = c + 1u) {
             put3(sh_base + 3u * c, vec3<f32>(0.0));
         }
-        add_regularizers(i);
-        return;
+        return add_param_terms(i, n);
     }
 
     // The strategy's statistics (statistics.wgsl).
@@ -264,5 +274,5 @@ fn project_backward(@builtin(local_invocation_index) lid: u32,
     g_t = g_t + vec3<f32>(fx / tz * v0.x, fy / tz * v0.y, -fx * e.u.x / tz * v0.x - fy * e.u.y / tz * v0.y);
     g_mean = g_mean + g_t.x * w0 + g_t.y * w1 + g_t.z * w2;
     put3(3u * i, g_mean);
-    add_regularizers(i);
+    return add_param_terms(i, n);
 }
