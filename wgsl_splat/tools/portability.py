@@ -47,8 +47,9 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-NPM_PACKAGES = ("webgpu@0.6.2", "naga-wasm@30.1.0")
 HERE = Path(__file__).resolve().parent
+# pinned npm packages (.ci/run installs the same list)
+NPM_PACKAGES = tuple((HERE / "portability_npm.txt").read_text().split())
 NODE_SCRIPT = HERE / "portability_check.mjs"
 HLSLC_SOURCE = HERE / "hlslc.c"
 TOOLS_ENV = "WGSL_SPLAT_PORTABILITY_TOOLS"
@@ -324,9 +325,10 @@ def needs(code: str) -> set:
     return out
 
 
-def dump(variants: list, out: Path) -> list[dict]:
+def dump(variants: list, out: Path, shader_dir: Path | None = None) -> list[dict]:
     """Write the WGSL of ``variants`` into ``out`` and return the manifest (also
-    ``out/manifest.json``)."""
+    ``out/manifest.json``). ``shader_dir``: WGSL sources other than the package's (e.g. another
+    git revision's, for benchmarks/bench_fxc.py)."""
     from ..gpu.shaders import load_source
 
     out.mkdir(parents=True, exist_ok=True)
@@ -334,7 +336,7 @@ def dump(variants: list, out: Path) -> list[dict]:
     sources: dict = {}
     for v in variants:
         if v.module_id not in sources:
-            src = load_source(v.module, dict(v.defines), config=v.config)
+            src = load_source(v.module, dict(v.defines), shader_dir, v.config)
             sources[v.module_id] = src.code
             (out / f"{v.module_id}.wgsl").write_text(src.code)
         code = sources[v.module_id]
@@ -532,9 +534,9 @@ def _wine_ready(tools: Tools) -> None:
 
 
 def check(variants: list, out: Path, tools: Tools, *, fxc: bool = False, dxc: bool = True,
-          jobs: int = 2, timeout: float = 1800.0) -> Report:
+          jobs: int = 2, timeout: float = 1800.0, shader_dir: Path | None = None) -> Report:
     """Dump ``variants`` into ``out`` and run them through Tint, naga, DXC (and FXC)."""
-    manifest = dump(variants, out)
+    manifest = dump(variants, out, shader_dir)
     failures, unavailable, compiled, seconds, slowest = [], [], {}, {}, {}
     t0 = time.perf_counter()
     p = subprocess.run([tools.node, str(NODE_SCRIPT), str(tools.root / "node_modules"), str(out)],
