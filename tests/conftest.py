@@ -5,6 +5,19 @@ from __future__ import annotations
 import pytest
 
 
+def pytest_configure(config):
+    """Record every shader variant the tests create (tests/test_portability.py checks that the
+    portability tour covers them all)."""
+    from wgsl_splat.gpu.shaders import start_recording
+
+    config.addinivalue_line("markers", "last: runs after every other test of the session")
+    config.wgsl_variants = start_recording()
+
+
+def pytest_collection_modifyitems(config, items):
+    items.sort(key=lambda item: item.get_closest_marker("last") is not None)   # stable
+
+
 @pytest.fixture(scope="session")
 def gpu_ctx():
     """A GpuContext on the default adapter (lavapipe in CI).

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 import numpy as np
 import pytest
 
+from wgsl_splat.gpu.shaders import unrecorded
 from wgsl_splat.model import inverse_sigmoid
 from wgsl_splat.options import option
 from wgsl_splat.reference.state import HostState
@@ -115,10 +116,11 @@ def test_the_decision_is_the_same_on_both_paths(gpu_ctx, registered):
     a = random_arrays(rng, 400, stats=("grad_accum", "denom"))
     a.stats["denom"][::7] = 0                  # some rows unseen: they may not grow
     host = HostState(a)
-    gpu = GpuTrainStep(gpu_ctx, a)
     decision = PruneCloneDecision(0.3)
     want = host.grow(decision, room=25)
-    got = gpu.state.grow(decision, room=25)
+    with unrecorded():   # shader code generated from this file's declarations: not the package's
+        gpu = GpuTrainStep(gpu_ctx, a)
+        got = gpu.state.grow(decision, room=25)
     assert want == got and want.capped and want.cloned == 25 and want.counts[0] > 0
     h, g = host.download(), gpu.state.download()
     for name, arr in h.model.arrays().items():
@@ -144,7 +146,8 @@ def test_a_strategy_from_outside_the_package_trains_and_resumes(tmp_path, device
     kw = {}
     if device == "gpu":
         kw["factory"] = lambda arrays, spec: GpuTrainStep(gpu_ctx, arrays, spec=spec)
-    trainer, summary, _ = run(tmp_path / "full", cfg, **kw)
+    with unrecorded():   # shader code generated from this file's declarations: not the package's
+        trainer, summary, _ = run(tmp_path / "full", cfg, **kw)
     log = (tmp_path / "full" / "train.log").read_text()
     rounds = [line for line in log.splitlines() if "cloned 30" in line]
     assert len(rounds) == 4 and trainer.strategy.rounds == 4, log     # steps 4, 8, 12, 16
@@ -155,9 +158,10 @@ def test_a_strategy_from_outside_the_package_trains_and_resumes(tmp_path, device
                                            "clone_top": 30}
     assert TrainConfig.from_dict(cfg.to_dict()).strategy_config == cfg.strategy_config
     # resume from the checkpoint of step 16: the strategy's state comes back with it
-    resumed, rsummary, _ = run(tmp_path / "resumed", cfg,
-                               resume=str(tmp_path / "full" / "checkpoints" / "ckpt_000016.npz"),
-                               **kw)
+    with unrecorded():
+        resumed, rsummary, _ = run(tmp_path / "resumed", cfg,
+                                   resume=str(tmp_path / "full" / "checkpoints" / "ckpt_000016.npz"),
+                                   **kw)
     assert resumed.strategy.rounds == 4 and rsummary["iterations"] == 24
     if device == "cpu":   # the NumPy path resumes bit for bit
         for name, arr in trainer.step.get_model().arrays().items():

@@ -10,6 +10,16 @@ wgpu-py already honours ``WGPU_BACKEND_TYPE`` (e.g. ``Vulkan``, ``Metal``, ``D3D
 ``WGPUPY_WGPU_ADAPTER_NAME`` in ``request_adapter``; ``adapter_filter`` (``--adapter NAME``) is our
 own case-insensitive substring filter over the adapter's summary (name, type and backend).
 
+**Device profiles.** ``WGSL_SPLAT_DEVICE_PROFILE=webgpu|metal-apple7|dx12|full`` makes every
+context expose only the optional features and the limits of that platform (:data:`PROFILES`), so
+the fall-backs those platforms take (compare-and-swap atomics, the workgroup reduction, no stage
+timestamps) and their binding limits run on whatever adapter is here (lavapipe in CI).
+``full`` (or unset) is everything the adapter offers. See docs/portability.md.
+
+**DX12 shader compiler.** On Windows, wgpu-py compiles HLSL with FXC unless told otherwise; when a
+``dxcompiler.dll`` (1.8.2502 or newer) is named by ``WGSL_SPLAT_DXC`` or lies in wgpu-py's
+``resources`` folder, :func:`_configure_dx12_compiler` selects DXC before the instance exists.
+
 wgpu-py turns a validation error of the call in progress into ``wgpu.GPUValidationError``; errors
 that arrive outside a call (and "device lost") are only logged by wgpu-py. We attach a logging
 handler to the ``wgpu`` logger that records those, and :meth:`GpuContext.check` raises them as a
@@ -22,6 +32,7 @@ from __future__ import annotations
 import contextlib
 import logging
 import os
+import sys
 import threading
 from dataclasses import dataclass, field
 from typing import Callable, Iterator
@@ -38,6 +49,122 @@ _RAISED_LIMITS = ("max-buffer-size", "max-storage-buffer-binding-size")
 
 class GpuError(RuntimeError):
     """Any failure of the GPU path, with a message meant for a person."""
+
+
+class ProfileError(GpuError):
+    """``WGSL_SPLAT_DEVICE_PROFILE`` names no profile, or one this adapter cannot emulate."""
+
+
+PROFILE_ENV = "WGSL_SPLAT_DEVICE_PROFILE"
+
+#: WebGPU's default limits (the WebGPU spec, "Limits"): what every WebGPU implementation offers.
+WEBGPU_LIMITS = {
+    "max-texture-dimension-1d": 8192, "max-texture-dimension-2d": 8192,
+    "max-texture-dimension-3d": 2048, "max-texture-array-layers": 256, "max-bind-groups": 4,
+    "max-bind-groups-plus-vertex-buffers": 24, "max-bindings-per-bind-group": 1000,
+    "max-dynamic-uniform-buffers-per-pipeline-layout": 8,
+    "max-dynamic-storage-buffers-per-pipeline-layout": 4,
+    "max-sampled-textures-per-shader-stage": 16, "max-samplers-per-shader-stage": 16,
+    "max-storage-buffers-per-shader-stage": 8, "max-storage-textures-per-shader-stage": 4,
+    "max-uniform-buffers-per-shader-stage": 12, "max-uniform-buffer-binding-size": 65536,
+    "max-storage-buffer-binding-size": 134217728, "min-uniform-buffer-offset-alignment": 256,
+    "min-storage-buffer-offset-alignment": 256, "max-vertex-buffers": 8,
+    "max-buffer-size": 268435456, "max-vertex-attributes": 16,
+    "max-vertex-buffer-array-stride": 2048, "max-inter-stage-shader-variables": 16,
+    "max-color-attachments": 8, "max-color-attachment-bytes-per-sample": 32,
+    "max-compute-workgroup-storage-size": 16384, "max-compute-invocations-per-workgroup": 256,
+    "max-compute-workgroup-size-x": 256, "max-compute-workgroup-size-y": 256,
+    "max-compute-workgroup-size-z": 64, "max-compute-workgroups-per-dimension": 65535,
+}
+
+
+@dataclass(frozen=True)
+class DeviceProfile:
+    """A platform's optional features (of :data:`OPTIONAL_FEATURES`) and limits. ``limits`` maps
+    a limit to the platform's value; limits it does not name stay the adapter's. A context under a
+    profile gets, per limit, the stricter of the profile's value and the adapter's."""
+
+    name: str
+    features: tuple
+    limits: dict
+    source: str
+
+
+# Values from wgpu-hal's adapter code (metal/adapter.rs, dx12/adapter.rs), wgpu's feature docs and
+# the WebGPU spec; docs/portability.md says which figure comes from where.
+PROFILES = {
+    # WebGPU core: no optional feature at all (float atomics do not exist in WebGPU; its optional
+    # `subgroups` needs an `enable subgroups;` that wgpu-native rejects; `timestamp-query` is
+    # optional), every limit at its default: 8 storage buffers per stage, 16 KiB workgroup memory,
+    # 256 invocations per workgroup, 128 MiB storage bindings, 256-byte offset alignment.
+    "webgpu": DeviceProfile("webgpu", (), dict(WEBGPU_LIMITS), "WebGPU spec defaults"),
+    # Apple GPU family 7 (M1 and later) through wgpu's Metal backend: float atomics (MSL 3.0),
+    # SIMD-group operations, f16, timestamps only at pass boundaries (no
+    # timestamp-query-inside-passes, which our stage timer does not use), 31 buffers per stage,
+    # 32 KiB threadgroup memory, 1024 threads per threadgroup.
+    "metal-apple7": DeviceProfile(
+        "metal-apple7", ("shader-float32-atomic", "subgroup", "timestamp-query", "shader-f16"),
+        {"max-storage-buffers-per-shader-stage": 31, "max-uniform-buffers-per-shader-stage": 31,
+         "max-compute-workgroup-storage-size": 32768,
+         "max-compute-invocations-per-workgroup": 1024, "max-compute-workgroup-size-x": 1024,
+         "max-compute-workgroup-size-y": 1024, "max-compute-workgroup-size-z": 1024,
+         "max-storage-buffer-binding-size": (1 << 32) - 1},
+        "wgpu-hal metal/adapter.rs (Apple7), wgpu SHADER_FLOAT32_ATOMIC docs"),
+    # Direct3D 12 (feature level 11_1+) through wgpu with FXC, wgpu-py's default compiler: shader
+    # model 5.1, so no subgroups (wave ops need SM 6.0, i.e. DXC) and no f16; no float atomics on
+    # DX12 in wgpu; timestamps anywhere; 64 UAVs / 4 = 16 storage buffers per stage; workgroup
+    # memory as wgpu's DX12 adapter reports it (16 KiB); 2 GiB - 1 storage bindings.
+    "dx12": DeviceProfile(
+        "dx12", ("timestamp-query",),
+        {"max-storage-buffers-per-shader-stage": 16, "max-compute-workgroup-storage-size": 16384,
+         "max-compute-invocations-per-workgroup": 1024, "max-compute-workgroup-size-x": 1024,
+         "max-compute-workgroup-size-y": 1024, "max-compute-workgroup-size-z": 64,
+         "max-storage-buffer-binding-size": (1 << 31) - 1,
+         "max-buffer-size": (1 << 31) - 1},
+        "wgpu-hal dx12/adapter.rs with FXC (shader model 5.1)"),
+}
+PROFILE_NAMES = ("full",) + tuple(PROFILES)
+
+
+def device_profile(name: str | None = None) -> DeviceProfile | None:
+    """The profile ``name`` (default: ``$WGSL_SPLAT_DEVICE_PROFILE``); None for ``full``/unset.
+    A :class:`ProfileError` (one line) for a name that does not exist."""
+    if name is None:
+        name = os.environ.get(PROFILE_ENV, "")
+    key = name.strip().lower()
+    if key in ("", "full"):
+        return None
+    if key not in PROFILES:
+        raise ProfileError(f"{PROFILE_ENV}={name!r} is not a device profile; choose one of "
+                           f"{', '.join(PROFILE_NAMES)}")
+    return PROFILES[key]
+
+
+def _stricter(limit: str, a: int, b: int) -> int:
+    # alignments are better when smaller; every other limit when larger
+    return max(a, b) if limit.startswith("min-") else min(a, b)
+
+
+def profile_request(profile: DeviceProfile | None, adapter_features, adapter_limits: dict,
+                    wanted: tuple, adapter_name: str = "this adapter") -> tuple[list, dict]:
+    """(features, limits) to request from an adapter with ``adapter_features`` and
+    ``adapter_limits``: ``wanted`` optional features it has (under a profile: the profile's, each
+    of which the adapter must have), the raised limits, and under a profile its limits."""
+    available = set(adapter_features)
+    if profile is None:
+        feats = [f for f in wanted if f in available]
+        limits = {k: adapter_limits[k] for k in _RAISED_LIMITS if k in adapter_limits}
+        return feats, limits
+    missing = [f for f in profile.features if f not in available]
+    if missing:
+        raise ProfileError(f"{PROFILE_ENV}={profile.name} needs {', '.join(missing)}, which "
+                           f"{adapter_name} does not have (use a profile with fewer features)")
+    feats = [f for f in wanted if f in profile.features]
+    limits = {k: adapter_limits[k] for k in _RAISED_LIMITS if k in adapter_limits}
+    for k, v in profile.limits.items():
+        if k in adapter_limits:
+            limits[k] = _stricter(k, int(v), int(adapter_limits[k]))
+    return feats, limits
 
 
 class NoAdapterError(GpuError):
@@ -64,7 +191,44 @@ def _wgpu():
     os.environ.setdefault("XDG_RUNTIME_DIR", _default_xdg_runtime_dir())
     import wgpu  # noqa: PLC0415  (lazy: importing wgpu loads the native library)
 
+    _configure_dx12_compiler(wgpu)
     return wgpu
+
+
+_dx12_configured = False
+
+
+def dxc_path(wgpu_module=None) -> str | None:
+    """The ``dxcompiler.dll`` wgpu's DX12 backend should load, or None (FXC): ``WGSL_SPLAT_DXC``
+    when set (an empty value keeps FXC), else one in wgpu-py's resources folder (where wgpu-py's
+    ``tools/download_dxc.py`` puts it)."""
+    env = os.environ.get("WGSL_SPLAT_DXC")
+    if env is not None:
+        return env or None
+    if wgpu_module is None:
+        return None
+    candidate = os.path.join(os.path.dirname(wgpu_module.__file__), "resources", "dxcompiler.dll")
+    return candidate if os.path.isfile(candidate) else None
+
+
+def _configure_dx12_compiler(wgpu_module, platform: str | None = None) -> str | None:
+    """On Windows, make wgpu's DX12 backend compile with DXC when a dxcompiler.dll is available
+    (FXC, wgpu's default, takes far longer on large kernels and has no subgroup operations).
+    Must run before the wgpu instance exists; returns the DLL chosen (None: FXC, or not Windows)."""
+    global _dx12_configured
+    if _dx12_configured or (platform or sys.platform) != "win32":
+        return None
+    _dx12_configured = True
+    path = dxc_path(wgpu_module)
+    if path is None:
+        return None
+    if not os.path.isfile(path):
+        raise GpuError(f"WGSL_SPLAT_DXC names {path}, which does not exist")
+    from wgpu.backends.wgpu_native.extras import set_instance_extras  # noqa: PLC0415
+
+    set_instance_extras(dx12_compiler="dxc", dxc_path=path)
+    log.info("DX12 shaders compile with DXC (%s)", path)
+    return path
 
 
 def _default_xdg_runtime_dir() -> str:
@@ -132,6 +296,7 @@ class GpuContext:
     features: frozenset
     limits: dict
     info: dict
+    profile: DeviceProfile | None = None
     _pending_errors: list = field(default_factory=list, repr=False)
     _lost_message: str | None = field(default=None, repr=False)
 
@@ -174,9 +339,14 @@ class GpuContext:
     def has_f16(self) -> bool:
         return "shader-f16" in self.features
 
+    @property
+    def profile_name(self) -> str:
+        return self.profile.name if self.profile is not None else "full"
+
     def describe(self) -> str:
         """The one-line description logged when the device is chosen."""
-        return f"Using GPU adapter: {self.name} ({self.adapter_type}, {self.backend})"
+        prof = "" if self.profile is None else f", device profile {self.profile.name}"
+        return f"Using GPU adapter: {self.name} ({self.adapter_type}, {self.backend}{prof})"
 
     def feature_summary(self) -> str:
         opt = ", ".join(f"{f}={'yes' if f in self.features else 'no'}" for f in OPTIONAL_FEATURES)
@@ -251,20 +421,23 @@ def _pick_adapter(adapter_filter: str | None, power_preference: str):
     return adapter
 
 
-def create_context(adapter, *, features: tuple[str, ...] | None = None) -> GpuContext:
-    """Open a device on ``adapter`` with every optional feature it supports."""
+def create_context(adapter, *, features: tuple[str, ...] | None = None,
+                   profile: DeviceProfile | str | None = None) -> GpuContext:
+    """Open a device on ``adapter`` with every optional feature it supports, or under a device
+    profile (``profile``, default ``$WGSL_SPLAT_DEVICE_PROFILE``) the platform's features and
+    limits. ``features`` restricts the optional features further (tests)."""
+    if profile is None or isinstance(profile, str):
+        profile = device_profile(profile)
     wanted = OPTIONAL_FEATURES if features is None else features
-    available = set(adapter.features)
-    req_features = [f for f in wanted if f in available]
-    adapter_limits = dict(adapter.limits)
-    req_limits = {k: adapter_limits[k] for k in _RAISED_LIMITS if k in adapter_limits}
+    req_features, req_limits = profile_request(profile, adapter.features, dict(adapter.limits),
+                                               tuple(wanted), adapter_summary(adapter))
     try:
         device = adapter.request_device_sync(label="wgsl_splat", required_features=req_features,
                                              required_limits=req_limits)
     except Exception as exc:  # noqa: BLE001
         raise GpuError(f"could not open a device on {adapter_summary(adapter)}: {exc}") from exc
     ctx = GpuContext(adapter=adapter, device=device, features=frozenset(device.features),
-                     limits=dict(device.limits), info=dict(adapter.info))
+                     limits=dict(device.limits), info=dict(adapter.info), profile=profile)
     catcher = _install_catcher()
     with catcher.lock:
         catcher.contexts.append(ctx)
@@ -287,9 +460,12 @@ def select_device(kind: str = "auto", adapter_filter: str | None = None, *,
     if kind == "cpu":
         log.info("Using the NumPy CPU path (--device cpu)")
         return None
+    profile = device_profile()     # a bad name is an error on every path, never a fall-back
     try:
         adapter = _pick_adapter(adapter_filter, power_preference)
-        ctx = create_context(adapter, features=features)
+        ctx = create_context(adapter, features=features, profile=profile)
+    except ProfileError:
+        raise
     except GpuError as exc:
         if kind == "gpu":
             raise NoAdapterError(f"--device gpu was requested but {exc}") from exc

@@ -23,15 +23,22 @@ Uniform structs are described once, in WGSL: :func:`struct_dtype` derives a NumP
 (field names, offsets and size by WGSL's uniform layout rules) from the struct's declaration, and
 the host fills that, so the Python packing cannot drift from the shader.
 
+Variants: every module the loader assembles (name, defines, render configuration) and every
+pipeline made from it (entry point, override constants) is reported to the active
+:class:`VariantRecorder` objects (:func:`record_variants`), so the portability check
+(``wgsl_splat.tools.portability``) compiles exactly what the host creates.
+
 Compile errors are re-raised as :class:`~wgsl_splat.gpu.runtime.ShaderCompileError` whose message
 names the original file and line (``shaders/project.wgsl:42:7``), not the line in the expanded text.
 """
 
 from __future__ import annotations
 
+import contextlib
 import importlib.resources
 import re
-from dataclasses import dataclass
+import threading
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
@@ -80,6 +87,85 @@ class ShaderSource:
         return _LOC_RE.sub(sub, message)
 
 
+@dataclass
+class VariantRecorder:
+    """What the loader was asked for while recording: ``modules`` holds (name, defines, config)
+    keys (defines as sorted (key, str value) pairs), ``pipelines`` (module key, entry, constants)
+    with the constants as sorted (name, value) pairs."""
+
+    modules: set = field(default_factory=set)
+    pipelines: set = field(default_factory=set)
+
+    def variants(self) -> set:
+        return set(self.pipelines)
+
+
+_recorders: list[VariantRecorder] = []
+_recorders_lock = threading.Lock()
+
+
+def module_key(name: str, defines: dict | None, config: RenderConfig | None,
+               generated: dict | None = None) -> tuple:
+    return (_file_name(name).removesuffix(".wgsl"),
+            tuple(sorted((k, str(v)) for k, v in (defines or {}).items())), config or CLASSIC,
+            tuple(sorted((generated or {}).items())))
+
+
+def constants_key(constants: dict | None) -> tuple:
+    return tuple(sorted((k, float(v) if isinstance(v, float) else int(v))
+                        for k, v in (constants or {}).items()))
+
+
+_paused_depth = [0]
+
+
+def _paused() -> bool:
+    return _paused_depth[0] > 0
+
+
+@contextlib.contextmanager
+def unrecorded():
+    """``with unrecorded():`` -- what the loader assembles inside the block is not recorded: code
+    generated from declarations outside the package (a user's strategy) is the user's to check,
+    not the portability tour's."""
+    _paused_depth[0] += 1
+    try:
+        yield
+    finally:
+        _paused_depth[0] -= 1
+
+
+def _record(kind: str, item: tuple) -> None:
+    if _recorders and not _paused():
+        with _recorders_lock:
+            for rec in _recorders:
+                getattr(rec, kind).add(item)
+
+
+def start_recording() -> VariantRecorder:
+    """A recorder that sees every module and pipeline from now on (until :func:`stop_recording`)."""
+    rec = VariantRecorder()
+    with _recorders_lock:
+        _recorders.append(rec)
+    return rec
+
+
+def stop_recording(rec: VariantRecorder) -> None:
+    with _recorders_lock:
+        if rec in _recorders:
+            _recorders.remove(rec)
+
+
+@contextlib.contextmanager
+def record_variants():
+    """``with record_variants() as rec:`` -- what the loader assembles inside the block."""
+    rec = start_recording()
+    try:
+        yield rec
+    finally:
+        stop_recording(rec)
+
+
 def _file_name(name: str) -> str:
     return name if name.endswith(".wgsl") else name + ".wgsl"
 
@@ -101,6 +187,8 @@ def load_source(name: str, defines: dict | None = None, shader_dir: Path | None 
     beside a strategy) with includes expanded and ``{{KEY}}`` substituted; the generated includes
     (:func:`generated_includes` for ``config``, plus ``generated``: file name -> text) come
     from Python declarations, not from files."""
+    if shader_dir is None:
+        _record("modules", module_key(name, defines, config, generated))
     root = Path(shader_dir) if shader_dir is not None else SHADER_DIR  # a path or a Traversable
     defines = {k: str(v) for k, v in (defines or {}).items()}
     generated = {**generated_includes(config), **(generated or {})}
@@ -157,6 +245,7 @@ class ShaderModule:
     def __init__(self, lib: "ShaderLibrary", source: ShaderSource) -> None:
         self.lib = lib
         self.source = source
+        self.key: tuple | None = None     # (name, defines, config), set by ShaderLibrary.module
         ctx = lib.ctx
         device = ctx.device
         try:
@@ -204,6 +293,8 @@ class ShaderModule:
                 raise ShaderCompileError(self.source.remap_message(str(conv))) from exc
             self._pipelines[key] = pipe
             self.lib.pipelines_created += 1
+            if self.key is not None:
+                _record("pipelines", (self.key, entry, constants_key(constants)))
         return pipe
 
     def constant(self, name: str) -> int:
@@ -348,6 +439,8 @@ class ShaderLibrary:
         mod = self._modules.get(key)
         if mod is None:
             mod = ShaderModule(self, load_source(name, defines, self.shader_dir, config, generated))
+            if self.shader_dir is None and not _paused():
+                mod.key = module_key(name, defines, config, generated)
             self._modules[key] = mod
             self.modules_compiled += 1
         return mod

@@ -126,6 +126,11 @@ def bench_gpu(ctx, cfg: Config, steps: int, warmup: int, stages: bool = True,
                     stage_ms.setdefault(k, []).append(v)
             step.enable_profiling(False)
             out[m]["stages_source"] = "timestamp queries"
+        elif stages:
+            # e.g. the webgpu device profile (WGSL_SPLAT_DEVICE_PROFILE), or an adapter without
+            # the feature: said in the report instead of failing
+            out[m]["stages_unavailable"] = (
+                f"no timestamp-query on this device, device profile {ctx.profile_name}")
         out[m]["stages"] = {k: statistics.median(v) for k, v in stage_ms.items()}
         if limits is not None and out[m]["stages"]:
             out[m]["roofline"] = roofline(step_work(step), out[m]["stages"], limits)
@@ -190,7 +195,7 @@ def machine_info(ctx=None) -> dict:
 
         info.update(adapter=ctx.name, adapter_type=ctx.adapter_type, backend=ctx.backend,
                     driver=str(ctx.info.get("description", "")), wgpu=wgpu.__version__,
-                    features=ctx.feature_summary())
+                    features=ctx.feature_summary(), device_profile=ctx.profile_name)
     return info
 
 
@@ -249,6 +254,9 @@ def format_report(report: dict) -> str:
                 total = sum(st.values())
                 parts = ", ".join(f"{k} {v:.2f} ({100 * v / total:.0f}%)" for k, v in st.items())
                 lines.append(f"{_label(r)} {path} stages ms [{r[path]['stages_source']}]: {parts}")
+            elif path in r and r[path].get("stages_unavailable"):
+                lines.append(f"{_label(r)} {path} stages: not timed ({r[path]['stages_unavailable']}); "
+                             f"the step and forward times above are host-timed")
         if "gpu" in r:
             g = r["gpu"]
             dev = sum(g.get("stages", {}).values())

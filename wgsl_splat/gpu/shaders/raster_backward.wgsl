@@ -78,26 +78,41 @@ struct SplatSums {
     sb: vec4<f32>,
 }
 
+// What the backward pass reads of one pixel: the forward pass's final T and last contributor, and
+// dL/dC; outside the image T = 1, no contributor, no gradient.
+struct PixelIn {
+    t: f32,
+    last: u32,
+    g: vec3<f32>,
+}
+
+fn load_pixel(px: u32, py: u32, width: u32, height: u32) -> PixelIn {
+    if (px < width && py < height) {
+        let q = py * width + px;
+        return PixelIn(final_t[q], last_contrib[q],
+                       vec3<f32>(grad_image[3u * q], grad_image[3u * q + 1u], grad_image[3u * q + 2u]));
+    }
+    return PixelIn(1.0, 0u, vec3<f32>(0.0));
+}
+
+// The four pixels are loaded one by one into whole vectors: writing a vector component through a
+// loop index (p.t[j] = ...) is not addressable in FXC's register model (warning X3550, the loop is
+// forced to unroll and compiling the kernel took minutes) and puts the vector in scratch memory
+// on other compilers.
 fn load_group(tile_y: u32, lid_y: u32, gi: u32, px: u32, width: u32, height: u32,
               bg: vec3<f32>) -> PixelGroup {
     var p: PixelGroup;
     let pys = group_rows(tile_y, lid_y, gi);
     p.fy = vec4<f32>(pys) + vec4<f32>(0.5);
-    p.last = vec4<u32>(0u);
-    p.t = vec4<f32>(1.0);
-    p.gr = vec4<f32>(0.0);
-    p.gg = vec4<f32>(0.0);
-    p.gb = vec4<f32>(0.0);
-    for (var j = 0u; j < 4u; j = j + 1u) {
-        if (px < width && pys[j] < height) {
-            let q = pys[j] * width + px;
-            p.t[j] = final_t[q];
-            p.last[j] = last_contrib[q];
-            p.gr[j] = grad_image[3u * q];
-            p.gg[j] = grad_image[3u * q + 1u];
-            p.gb[j] = grad_image[3u * q + 2u];
-        }
-    }
+    let q0 = load_pixel(px, pys.x, width, height);
+    let q1 = load_pixel(px, pys.y, width, height);
+    let q2 = load_pixel(px, pys.z, width, height);
+    let q3 = load_pixel(px, pys.w, width, height);
+    p.t = vec4<f32>(q0.t, q1.t, q2.t, q3.t);
+    p.last = vec4<u32>(q0.last, q1.last, q2.last, q3.last);
+    p.gr = vec4<f32>(q0.g.x, q1.g.x, q2.g.x, q3.g.x);
+    p.gg = vec4<f32>(q0.g.y, q1.g.y, q2.g.y, q3.g.y);
+    p.gb = vec4<f32>(q0.g.z, q1.g.z, q2.g.z, q3.g.z);
     p.last_max = max(max(p.last.x, p.last.y), max(p.last.z, p.last.w));
     p.suffix = vec4<f32>(0.0);
     p.bgt = p.t * (bg.x * p.gr + bg.y * p.gg + bg.z * p.gb);

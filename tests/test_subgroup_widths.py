@@ -1,0 +1,84 @@
+"""The subgroup reduction of the backward pass (partials_subgroup.wgsl) at 4, 8 and 16 lanes.
+
+Lavapipe's subgroups are as wide as its SIMD vectors: LP_NATIVE_VECTOR_WIDTH=128 gives 4 lanes,
+256 (the default on AVX2) 8 and 512 16 (1024 reports 32 but sums only 16 lanes: not usable). The
+width is fixed when the driver loads, so each width runs the gradient checks in a subprocess,
+which first measures the width it got. Both layouts: the CPU one (8 threads per tile: one
+subgroup, or half of a 16-lane one) and the GPU one (64 threads: 16, 8 or 4 subgroups)."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+from test_gpu_step import assert_all_ok, fresh_seed
+from wgsl_splat.gpu.step import GpuTrainStep
+from wgsl_splat.render_config import render_config
+from wgsl_splat.tools.gradcheck import compare, make_problem
+from wgsl_splat.tools.random_scene import filter_cameras
+from wgsl_splat.training.optim import OptimConfig
+
+VECTOR_WIDTH = {4: "128", 8: "256", 16: "512"}
+EXPECT = "WGSL_SPLAT_EXPECT_SUBGROUP_LANES"
+
+
+def measured_subgroup_size(ctx) -> int:
+    """The subgroup size a compute shader sees (the adapter info of wgpu-py 0.32 does not say)."""
+    device = ctx.device
+    code = ("@group(0) @binding(0) var<storage, read_write> out: array<u32>;\n"
+            "@compute @workgroup_size(64) fn main(@builtin(subgroup_size) n: u32,"
+            " @builtin(local_invocation_index) i: u32) { if (i == 0u) { out[0] = n; } }\n")
+    import wgpu
+
+    buf = device.create_buffer(size=16, usage=wgpu.BufferUsage.STORAGE | wgpu.BufferUsage.COPY_SRC)
+    pipe = device.create_compute_pipeline(layout="auto", compute={
+        "module": device.create_shader_module(code=code), "entry_point": "main"})
+    bg = device.create_bind_group(layout=pipe.get_bind_group_layout(0),
+                                  entries=[{"binding": 0, "resource": {"buffer": buf}}])
+    enc = device.create_command_encoder()
+    cp = enc.begin_compute_pass()
+    cp.set_pipeline(pipe)
+    cp.set_bind_group(0, bg)
+    cp.dispatch_workgroups(1)
+    cp.end()
+    device.queue.submit([enc.finish()])
+    return int(np.frombuffer(device.queue.read_buffer(buf), np.uint32)[0])
+
+
+@pytest.mark.parametrize("lanes", sorted(VECTOR_WIDTH))
+def test_subgroup_gradients_at_width(lanes):
+    env = dict(os.environ, LP_NATIVE_VECTOR_WIDTH=VECTOR_WIDTH[lanes], **{EXPECT: str(lanes)})
+    r = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider",
+                        f"{__file__}::test_subgroup_reduction_here"], env=env,
+                       capture_output=True, text=True, timeout=900, cwd=os.path.dirname(__file__))
+    assert r.returncode == 0 and "1 passed" in r.stdout, r.stdout[-4000:] + r.stderr[-2000:]
+
+
+def test_subgroup_reduction_here(gpu_ctx):
+    lanes = os.environ.get(EXPECT)
+    if lanes is None:
+        pytest.skip("runs in the subprocesses of test_subgroup_gradients_at_width")
+    if "lavapipe" not in gpu_ctx.name.lower() and "llvmpipe" not in gpu_ctx.name.lower():
+        pytest.skip(f"LP_NATIVE_VECTOR_WIDTH sets lavapipe's width; this adapter is {gpu_ctx.name}")
+    assert gpu_ctx.has_subgroups
+    assert measured_subgroup_size(gpu_ctx) == int(lanes)
+    layouts = [{}, dict(raster_rows=4, threads=16384, parallel_scan=True, loss_variant="tiled")]
+    for layout in layouts:
+        for fa in (True, False):
+            seed = fresh_seed()
+            model, cam, target = make_problem(seed, 150, 70, 50, background=(0.1, 0.2, 0.3))
+            step = GpuTrainStep(gpu_ctx, model, OptimConfig(), (0.1, 0.2, 0.3), float_atomics=fa,
+                                subgroups=True, **layout)
+            assert_all_ok(compare(step, model, cam, target),
+                          f"{lanes} lanes, seed {seed}, {layout}, {step.backward.variant}")
+    config = render_config("antialiased")
+    seed = fresh_seed()
+    model, cam, target = make_problem(seed, 150, 70, 50, config=config)
+    step = GpuTrainStep(gpu_ctx, model, OptimConfig(), subgroups=True, render_config=config)
+    step.set_filter_cameras(filter_cameras(cam))
+    step.update_filter_3d()
+    assert_all_ok(compare(step, model, cam, target), f"{lanes} lanes antialiased, seed {seed}")
