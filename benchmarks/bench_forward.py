@@ -2,7 +2,7 @@
 
     python benchmarks/bench_forward.py [--runs 10] [--numpy-runs 10] [--scenes sfm,random] [--sort]
 
-Configs (docs/design.md §5): 2 000 Gaussians at 135x240, 10 000 at 490x273, 20 000 at 270x480.
+Configs (docs/design.md §6): 2 000 Gaussians at 135x240, 10 000 at 490x273, 20 000 at 270x480.
 Scenes:
   sfm     the built-in default scene's point cloud initialised as in training (from_points: scale
           from the 3 nearest neighbours, opacity 0.1, SH degree 3), seen by its first camera;

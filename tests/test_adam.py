@@ -6,8 +6,14 @@ import numpy as np
 import pytest
 
 from wgsl_splat.model import PARAM_GROUPS, GaussianModel
-from wgsl_splat.training.optim import (LR_GROUPS, AdamState, OptimConfig, adam_step, expon_lr,
-                              get_expon_lr_func)
+from wgsl_splat.training.optim import (
+    LR_GROUPS,
+    AdamState,
+    OptimConfig,
+    adam_step,
+    expon_lr,
+    get_expon_lr_func,
+)
 
 
 def _fresh_rng():

@@ -152,8 +152,8 @@ def test_render_camera_names_cannot_leave_the_output_folder(tmp_path):
 
 
 def test_nonfinite_ply_is_refused_or_dropped_by_render(tmp_path):
-    from wgsl_splat.model import GaussianModel
     from wgsl_splat.data.ply import save_ply
+    from wgsl_splat.model import GaussianModel
 
     model = GaussianModel.random(50, np.random.default_rng(0), sh_degree=0, dtype=np.float32)
     model.means[7] = np.nan

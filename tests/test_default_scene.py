@@ -9,8 +9,13 @@ import numpy as np
 import pytest
 
 from wgsl_splat.camera import Camera
-from wgsl_splat.data.default_scene import (WORLD_UP, SceneData, make_default_scene, raycast,
-                                      scene_extent)
+from wgsl_splat.data.default_scene import (
+    WORLD_UP,
+    SceneData,
+    make_default_scene,
+    raycast,
+    scene_extent,
+)
 
 
 @pytest.fixture(scope="module")

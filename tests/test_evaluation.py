@@ -12,8 +12,13 @@ import numpy as np
 import pytest
 
 from wgsl_splat.data.default_scene import default_dataset
-from wgsl_splat.training.evaluation import Lpips, evaluate_views, image_metrics, quantised
 from wgsl_splat.reference.loss import psnr, ssim
+from wgsl_splat.training.evaluation import (
+    Lpips,
+    evaluate_views,
+    image_metrics,
+    quantised,
+)
 
 
 @pytest.fixture

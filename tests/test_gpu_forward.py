@@ -8,9 +8,9 @@ import pytest
 from wgsl_splat.camera import Camera
 from wgsl_splat.gpu.renderer import GpuRenderer
 from wgsl_splat.model import GaussianModel, rgb_to_sh_dc
-from wgsl_splat.tools.random_scene import random_scene
 from wgsl_splat.reference import render
 from wgsl_splat.render_config import CLASSIC
+from wgsl_splat.tools.random_scene import random_scene
 
 ALPHA_MAX, ALPHA_MIN, T_MIN = CLASSIC.alpha_max, CLASSIC.alpha_min, CLASSIC.t_min
 

@@ -9,8 +9,8 @@ from wgsl_splat.camera import Camera
 from wgsl_splat.gpu.pool import BufferPool
 from wgsl_splat.gpu.renderer import GpuRenderer
 from wgsl_splat.gpu.shaders import ShaderLibrary
-from wgsl_splat.tools.random_scene import random_scene
 from wgsl_splat.reference import render
+from wgsl_splat.tools.random_scene import random_scene
 
 
 def test_get_reuses_and_grows_geometrically(gpu_ctx):

@@ -7,8 +7,13 @@ import logging
 import pytest
 
 from wgsl_splat.gpu import runtime
-from wgsl_splat.gpu.runtime import (GpuValidationError, NoAdapterError, OPTIONAL_FEATURES,
-                                    ShaderCompileError, select_device)
+from wgsl_splat.gpu.runtime import (
+    OPTIONAL_FEATURES,
+    GpuValidationError,
+    NoAdapterError,
+    ShaderCompileError,
+    select_device,
+)
 from wgsl_splat.gpu.shaders import SHADER_DIR, ShaderLibrary, load_source
 
 

@@ -7,8 +7,15 @@ import pytest
 
 from wgsl_splat.gpu.pool import BufferPool
 from wgsl_splat.gpu.shaders import ShaderLibrary
-from wgsl_splat.gpu.sort import (BitonicSorter, PrefixScan, next_pow2, radix_passes,
-                                 radix_sort_pairs, sort_pairs, sort_plan)
+from wgsl_splat.gpu.sort import (
+    BitonicSorter,
+    PrefixScan,
+    next_pow2,
+    radix_passes,
+    radix_sort_pairs,
+    sort_pairs,
+    sort_plan,
+)
 
 
 @pytest.fixture(scope="module")

@@ -8,21 +8,27 @@ from dataclasses import replace
 
 import numpy as np
 import pytest
-
 from test_gpu_forward import near_integer, three_sigma_radius
+
 from wgsl_splat.camera import Camera
 from wgsl_splat.gpu.adam import GpuAdam, ParamLayout
 from wgsl_splat.gpu.loss import GpuLoss
 from wgsl_splat.gpu.pool import BufferPool
 from wgsl_splat.gpu.shaders import ShaderLibrary
 from wgsl_splat.gpu.step import GpuTrainStep
-from wgsl_splat.tools.gradcheck import (TOLERANCE, away_from_thresholds, compare, compare_backward,
-                                  make_problem, rel_error)
 from wgsl_splat.model import GaussianModel, rgb_to_sh_dc
-from wgsl_splat.training.optim import AdamState, OptimConfig, adam_step
-from wgsl_splat.tools.random_scene import random_scene
 from wgsl_splat.reference import loss_and_grad, render
 from wgsl_splat.reference.step import CpuTrainStep
+from wgsl_splat.tools.gradcheck import (
+    TOLERANCE,
+    away_from_thresholds,
+    compare,
+    compare_backward,
+    make_problem,
+    rel_error,
+)
+from wgsl_splat.tools.random_scene import random_scene
+from wgsl_splat.training.optim import AdamState, OptimConfig, adam_step
 from wgsl_splat.training.state import HostArrays
 from wgsl_splat.training.statistics import ndc_grad_norm
 

@@ -5,8 +5,16 @@ import math
 import numpy as np
 import pytest
 
-from wgsl_splat.reference.loss import (SSIM_C1, SSIM_C2, gaussian_window_1d, l1, loss_and_grad, psnr,
-                                       ssim, ssim_map)
+from wgsl_splat.reference.loss import (
+    SSIM_C1,
+    SSIM_C2,
+    gaussian_window_1d,
+    l1,
+    loss_and_grad,
+    psnr,
+    ssim,
+    ssim_map,
+)
 
 
 def _fresh_rng():

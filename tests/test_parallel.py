@@ -12,18 +12,18 @@ from pathlib import Path
 import numpy as np
 import pytest
 from click.testing import CliRunner
-
 from test_batch import batch_problem
 from test_gpu_step import fresh_seed
 from test_trainer import run, tiny_config
+
 from wgsl_splat.app.cli import main
+from wgsl_splat.data.ply import load_ply
 from wgsl_splat.gpu.runtime import device_indices, open_devices
 from wgsl_splat.gpu.step import GpuTrainStep
+from wgsl_splat.strategy.adc import ADC_STATS
 from wgsl_splat.training.optim import OptimConfig
 from wgsl_splat.training.parallel import LocalReducer, ReplicatedStep, parameter_hash
-from wgsl_splat.data.ply import load_ply
 from wgsl_splat.training.state import HostArrays
-from wgsl_splat.strategy.adc import ADC_STATS
 
 
 @pytest.fixture(scope="module")

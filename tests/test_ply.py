@@ -8,9 +8,15 @@ import os
 import numpy as np
 import pytest
 
-from wgsl_splat.model import GaussianModel
-from wgsl_splat.data.ply import NonFinitePlyError, PlyError, load_ply, ply_property_names, save_ply
 import wgsl_splat.atomic_io as atomic_io
+from wgsl_splat.data.ply import (
+    NonFinitePlyError,
+    PlyError,
+    load_ply,
+    ply_property_names,
+    save_ply,
+)
+from wgsl_splat.model import GaussianModel
 
 
 @pytest.fixture

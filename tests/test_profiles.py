@@ -7,8 +7,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 from click.testing import CliRunner
-
 from test_gpu_step import _fit_problem, assert_all_ok, fresh_seed
+
 from wgsl_splat.gpu import runtime
 from wgsl_splat.gpu.runtime import PROFILES, ProfileError, create_context, select_device
 from wgsl_splat.gpu.step import GpuTrainStep

@@ -5,9 +5,9 @@ import pytest
 
 from wgsl_splat import Camera, GaussianModel
 from wgsl_splat.model import rgb_to_sh_dc
-from wgsl_splat.tools.random_scene import random_scene
 from wgsl_splat.reference import project, render, render_backward
 from wgsl_splat.render_config import CLASSIC
+from wgsl_splat.tools.random_scene import random_scene
 
 ALPHA_MAX, T_MIN = CLASSIC.alpha_max, CLASSIC.t_min
 from wgsl_splat.reference.sh import SH_C0, eval_sh

@@ -11,9 +11,9 @@ import numpy as np
 import pytest
 
 from wgsl_splat.model import PARAM_GROUPS
-from wgsl_splat.tools.random_scene import random_scene
 from wgsl_splat.reference import render, render_backward
 from wgsl_splat.render_config import CLASSIC
+from wgsl_splat.tools.random_scene import random_scene
 
 REL_TOL = 1e-6
 EPS = 1e-6
@@ -68,9 +68,9 @@ def test_gradients_match_finite_differences(trial):
 def test_antialiased_gradients_match_finite_differences(filter_scale):
     """The antialiased mode: the 2D Mip filter alone (no 3D filter), with the 3D filter of a few
     training views, and with one much larger than the Gaussians (compensation far from 1)."""
-    from wgsl_splat.tools.random_scene import filter_cameras
     from wgsl_splat.reference import compute_filter_3d
     from wgsl_splat.render_config import ANTIALIASED
+    from wgsl_splat.tools.random_scene import filter_cameras
 
     seed = int(np.random.SeedSequence().entropy % 2**32)
     rng = np.random.default_rng(seed)

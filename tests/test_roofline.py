@@ -8,9 +8,16 @@ import numpy as np
 
 from wgsl_splat.gpu.step import GpuTrainStep
 from wgsl_splat.tools.gradcheck import make_problem
+from wgsl_splat.tools.roofline import (
+    ADAM_FLOP,
+    LOSS_BYTES,
+    RASTER_PIXEL_FLOP,
+    Limits,
+    measure_limits,
+    roofline,
+    step_work,
+)
 from wgsl_splat.training.optim import OptimConfig
-from wgsl_splat.tools.roofline import (ADAM_FLOP, LOSS_BYTES, RASTER_PIXEL_FLOP, Limits, measure_limits,
-                                 roofline, step_work)
 
 
 def test_limits_are_measured(gpu_ctx):

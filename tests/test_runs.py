@@ -10,11 +10,11 @@ import time
 
 import pytest
 from click.testing import CliRunner
-
 from test_trainer import cpu_factory, run, tiny_config
+
 from wgsl_splat.app.cli import main
-from wgsl_splat.data.default_scene import default_dataset
 from wgsl_splat.app.run_dir import RunLock
+from wgsl_splat.data.default_scene import default_dataset
 from wgsl_splat.training.trainer import Trainer, TrainingError
 
 QUICK = ["--preset", "smoke", "-r", "8", "--device", "cpu"]

@@ -4,10 +4,10 @@ from dataclasses import replace
 
 import numpy as np
 
-from wgsl_splat.training.optim import AdamState, OptimConfig, adam_step
-from wgsl_splat.tools.random_scene import random_scene
 from wgsl_splat.reference import loss_and_grad, render, render_backward
 from wgsl_splat.reference.step import CpuTrainStep
+from wgsl_splat.tools.random_scene import random_scene
+from wgsl_splat.training.optim import AdamState, OptimConfig, adam_step
 from wgsl_splat.training.statistics import ndc_grad_norm
 
 

@@ -4,22 +4,29 @@ end with resume, and the bad-input cases."""
 
 from __future__ import annotations
 
-import json
 import math
 
 import numpy as np
 import pytest
 from click.testing import CliRunner
-
 from test_trainer import run, tiny_config
+
 from wgsl_splat import counter_rng as crng
 from wgsl_splat.app.cli import main
 from wgsl_splat.model import GaussianModel
 from wgsl_splat.reference import rows
 from wgsl_splat.reference.projection import quat_to_rotmat
-from wgsl_splat.training.state import KEEP, NEW, RELOCATE, SPLIT, HostArrays, RowEdit, RowTable
-from wgsl_splat.strategy.adc import ADC_STATS, ADCRound, adc_round, densify_host
 from wgsl_splat.strategy import MCMCConfig
+from wgsl_splat.strategy.adc import ADC_STATS, ADCRound, densify_host
+from wgsl_splat.training.state import (
+    KEEP,
+    NEW,
+    RELOCATE,
+    SPLIT,
+    HostArrays,
+    RowEdit,
+    RowTable,
+)
 
 
 @pytest.fixture
@@ -117,8 +124,8 @@ def test_adc_room_keeps_the_strongest(rng):
 
 
 def test_adc_grows_no_further_than_the_views_observe(tmp_path):
-    from wgsl_splat.strategy import ADC, ADCConfig, StrategyContext
     from wgsl_splat.model import floats_per_gaussian
+    from wgsl_splat.strategy import ADC, ADCConfig, StrategyContext
 
     assert floats_per_gaussian(3) == 59 and floats_per_gaussian(0) == 14
     obs = 3 * 28 * 192 * 192                       # the embedded scene's training views
@@ -130,6 +137,7 @@ def test_adc_grows_no_further_than_the_views_observe(tmp_path):
     assert ADC(ADCConfig(), ctx).cap == 1000
     # end to end (NumPy path): the run stops growing at the cap and says why
     from test_trainer import tiny_dataset
+
     from wgsl_splat.training.trainer import training_observations
 
     obs = training_observations(tiny_dataset())

@@ -14,8 +14,8 @@ import sys
 
 import numpy as np
 import pytest
-
 from test_gpu_step import assert_all_ok, fresh_seed
+
 from wgsl_splat.gpu.step import GpuTrainStep
 from wgsl_splat.render_config import render_config
 from wgsl_splat.tools.gradcheck import compare, make_problem

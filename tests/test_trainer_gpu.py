@@ -8,11 +8,11 @@ from pathlib import Path
 import numpy as np
 import pytest
 from click.testing import CliRunner
-
 from test_trainer import run, tiny_config
+
 from wgsl_splat.app.cli import main
-from wgsl_splat.gpu.step import GpuTrainStep
 from wgsl_splat.data.ply import load_ply
+from wgsl_splat.gpu.step import GpuTrainStep
 
 MOUSE = Path(__file__).resolve().parents[2] / "shared" / "data" / "mouse"
 
@@ -115,8 +115,8 @@ def test_densification_is_capped_by_the_adapters_bindings(tmp_path, gpu_factory,
 
 
 def test_a_model_larger_than_the_adapter_is_one_line_with_the_way_out(tmp_path, small_bindings):
-    from wgsl_splat.model import GaussianModel
     from wgsl_splat.data.ply import save_ply
+    from wgsl_splat.model import GaussianModel
 
     save_ply(tmp_path / "big.ply", GaussianModel.random(2000, np.random.default_rng(0),
                                                         sh_degree=3, dtype=np.float32))
@@ -135,8 +135,8 @@ def test_a_model_larger_than_the_adapter_is_one_line_with_the_way_out(tmp_path, 
 
 
 def test_view_size_beyond_the_adapter_is_one_line(tmp_path):
-    from wgsl_splat.model import GaussianModel
     from wgsl_splat.data.ply import save_ply
+    from wgsl_splat.model import GaussianModel
 
     save_ply(tmp_path / "m.ply", GaussianModel.random(10, np.random.default_rng(0), sh_degree=0))
     res = CliRunner().invoke(main, ["view", str(tmp_path / "m.ply"), "--size", "40000x40000"])

@@ -15,10 +15,10 @@ import pytest
 from click.testing import CliRunner
 
 from wgsl_splat.app.cli import main
-from wgsl_splat.gpu.renderer import GpuRenderer
-from wgsl_splat.data.ply import save_ply
-from wgsl_splat.tools.random_scene import random_scene
 from wgsl_splat.app.view_camera import OrbitCamera
+from wgsl_splat.data.ply import save_ply
+from wgsl_splat.gpu.renderer import GpuRenderer
+from wgsl_splat.tools.random_scene import random_scene
 
 
 @pytest.fixture(scope="module")

@@ -1,4 +1,4 @@
-"""Adam on the device (docs/design.md §3 stage 10): one dispatch updates every parameter group in place.
+"""Adam on the device (docs/design.md §3, stage 9): one dispatch updates every parameter group in place.
 
 The update is :func:`wgsl_splat.training.optim.adam_step` (the same operation order, float32), with the
 per-group learning rates of :class:`wgsl_splat.training.optim.OptimConfig` and the SH array split into a DC
@@ -26,11 +26,12 @@ from ..model import GaussianModel, param_offsets
 from ..training.optim import LR_GROUPS, AdamState, OptimConfig
 from .pool import UNIFORM_USAGE, BufferPool, buffer_usage
 from .runtime import GpuContext
-from .shaders import ShaderLibrary
+from .shaders import ShaderLibrary, file_constants
 
-WG = 256
-PER_THREAD = 4
-MAX_SEGMENTS = 8                                 # the length of AdamParams.seg in adam.wgsl
+# read from adam.wgsl, so the host and the kernel cannot disagree
+WG = file_constants("adam")["WG"]                       # threads per workgroup
+MAX_SEGMENTS = file_constants("adam")["MAX_SEGMENTS"]   # length of AdamParams.seg
+PER_THREAD = 4                                   # floats per thread: one vec4<f32>
 MAX_GROUPS_X = 65535
 BLOCK = WG * PER_THREAD                          # floats per workgroup (one vec4 per thread)
 MIXED = 0xFFFFFFFF

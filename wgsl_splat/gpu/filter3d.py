@@ -52,7 +52,7 @@ class Filter3D:
         bg = self.pool.bind_group(self.module, 0, {
             "fp": "filter3d_params", "params": "params", "cameras": "filter3d_cameras",
             "filter3d": "filter3d", "nu_min": "filter3d_nu_min"})
-        groups = grid_2d(-(-n // 256))
+        groups = grid_2d(-(-n // self.module.workgroup_size("filter3d_pass")[0]))
         with self.ctx.guard("computing the 3D filter"):
             enc = self.ctx.device.create_command_encoder(label="filter3d")
             cpass = enc.begin_compute_pass(label="filter3d")

@@ -1,4 +1,4 @@
-"""Loss stage of the GPU step (docs/design.md §3 stage 7): ``(1-λ)·L1 + λ·(1-SSIM)`` and dL/dimage.
+"""Loss stage of the GPU step (docs/design.md §3, stage 5): ``(1-λ)·L1 + λ·(1-SSIM)`` and dL/dimage.
 
 :class:`GpuLoss` records two dispatches (``shaders/loss.wgsl``) into the caller's open compute
 pass; nothing is read back inside the step. The rendered image is read straight from the
@@ -39,7 +39,7 @@ import numpy as np
 from ..reference.loss import DEFAULT_LAMBDA, SSIM_C1, SSIM_C2, gaussian_window_1d
 from .pool import UNIFORM_USAGE, BufferPool, buffer_usage
 from .runtime import GpuContext
-from .shaders import ShaderLibrary
+from .shaders import ShaderLibrary, file_constants
 
 TILE = 16
 SLOT = 256                  # bytes per dynamic uniform slot
@@ -64,7 +64,7 @@ class LossValues:
 
 
 VARIANTS = ("tiled", "lines")
-LINES_WG = 32               # workgroup size of loss_lines.wgsl
+LINES_WG = file_constants("loss_lines")["WG"]   # threads per workgroup (the WGSL's)
 
 
 def default_variant(ctx: GpuContext) -> str:

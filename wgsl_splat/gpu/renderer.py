@@ -316,7 +316,8 @@ class GpuRenderer:
             "rp": "render_params", "params": "params", "splats": "splats", "radii": "radii",
             "rects": "rects", "depth_keys": self.depth_sort.keys, "ids": self.depth_sort.vals,
             "counters": "counters", "filter3d": "filter3d"}))
-        cpass.dispatch_workgroups(*grid_2d(-(-self.num // 256)))
+        block = self._project.workgroup_size("project")[0]
+        cpass.dispatch_workgroups(*grid_2d(-(-self.num // block)))
 
     def _encode_depth_sort(self, cpass) -> None:
         self.depth_sort.encode(cpass, "counters")
@@ -334,7 +335,7 @@ class GpuRenderer:
                                                       "splats": "splats"})
             cpass.set_bind_group(0, emit_bg)
             cpass.set_pipeline(self._emit.pipeline("emit_count"))
-            cpass.dispatch_workgroups(*grid_2d(-(-self.chunks // 64)))
+            cpass.dispatch_workgroups(*grid_2d(-(-self.chunks // self._emit.workgroup_size("emit_count")[0])))
         sums = self.emit_scan.sums if self.emit_scan is not None else "no_scan_sums"
         scan_bg = pool.bind_group(self._scan, 0, {"rp": "render_params", "table": "emit_table",
                                                   "ranges": "ranges", "counters": "counters",
@@ -347,11 +348,12 @@ class GpuRenderer:
             self.emit_scan.encode(cpass, "emit_table")
             cpass.set_pipeline(self._scan.pipeline("tile_ranges"))
             cpass.set_bind_group(0, scan_bg)
-            cpass.dispatch_workgroups(-(-max(self.tiles_x * self.tiles_y, 1) // 256))
+            block = self._scan.workgroup_size("tile_ranges")[0]
+            cpass.dispatch_workgroups(-(-max(self.tiles_x * self.tiles_y, 1) // block))
         if n:
             cpass.set_pipeline(self._emit.pipeline("emit_keys"))
             cpass.set_bind_group(0, emit_bg)
-            cpass.dispatch_workgroups(*grid_2d(-(-self.chunks // 64)))
+            cpass.dispatch_workgroups(*grid_2d(-(-self.chunks // self._emit.workgroup_size("emit_count")[0])))
 
     def _encode_raster(self, cpass) -> None:
         cpass.set_pipeline(self._raster.pipeline("rasterize"))

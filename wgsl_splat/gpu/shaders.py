@@ -172,12 +172,14 @@ def _file_name(name: str) -> str:
 
 def generated_includes(config: RenderConfig | None = None) -> dict[str, str]:
     """The includes every module may use that are generated from their Python declarations: the
-    render constants (``render_config.wgsl``) and the row operations' constants
-    (``row_constants.wgsl``: the state's row kinds, the relocation's constants)."""
+    render constants (``render_config.wgsl``), the row operations' constants
+    (``row_constants.wgsl``: the state's row kinds, the relocation's constants) and the SH
+    constants (``sh_constants.wgsl``)."""
     from ..reference.rows import row_constants_wgsl
+    from ..reference.sh import sh_constants_wgsl
 
     return {GENERATED_RENDER_CONFIG: (config or CLASSIC).wgsl(),
-            "row_constants.wgsl": row_constants_wgsl()}
+            "row_constants.wgsl": row_constants_wgsl(), "sh_constants.wgsl": sh_constants_wgsl()}
 
 
 def load_source(name: str, defines: dict | None = None, shader_dir: Path | None = None,
@@ -333,6 +335,13 @@ _CONST_RE = re.compile(r"^\s*const\s+([A-Za-z_]\w*)\s*(?::\s*\w+)?\s*=\s*([0-9]+
 def wgsl_constants(source: ShaderSource) -> dict[str, int]:
     """The module-scope integer ``const`` declarations of a module."""
     return {m.group(1): int(m.group(2)) for m in _CONST_RE.finditer(source.code)}
+
+
+def file_constants(name: str) -> dict[str, int]:
+    """The integer ``const`` declarations written in ``shaders/NAME.wgsl`` itself (no includes, no
+    defines): for host code that needs a kernel's size before any device exists."""
+    text = (SHADER_DIR / _file_name(name)).read_text(encoding="utf-8")
+    return {m.group(1): int(m.group(2)) for m in _CONST_RE.finditer(text)}
 
 
 def workgroup_size(source: ShaderSource, entry: str) -> tuple[int, int, int]:

@@ -11,9 +11,9 @@ from __future__ import annotations
 import numpy as np
 
 from .pool import UNIFORM_USAGE, BufferPool, buffer_usage
-from .shaders import ShaderLibrary
+from .shaders import ShaderLibrary, file_constants
 
-SORT_BLOCK = 1024           # elements sorted per workgroup in workgroup memory (sort.wgsl)
+SORT_BLOCK = 2 * file_constants("sort")["HALF_BLOCK"]   # elements per workgroup of sort.wgsl
 MAX_FUSED = 4               # substages fused per global dispatch (2^4 elements per thread)
 STAGE_SLOT = 256            # bytes per dynamic uniform slot (WebGPU min alignment is <= 256)
 MAX_WORKGROUPS_X = 32768    # split bigger 1D grids into 2D (the limit per dimension is 65 535)
@@ -134,7 +134,7 @@ def sort_pairs(ctx, keys: np.ndarray, vals: np.ndarray, *, lib: ShaderLibrary | 
 # -------------------------------------------------------------------------------------------------
 # Exclusive prefix sum over many workgroups (shaders/prefix.wgsl), for GPUs.
 
-SCAN_BLOCK = 1024
+SCAN_BLOCK = file_constants("prefix")["WG"] * file_constants("prefix")["PER"]   # per workgroup
 
 
 class PrefixScan:
@@ -182,7 +182,7 @@ class PrefixScan:
 # Stable multi-pass LSD radix sort (shaders/radix.wgsl) -- the one the renderer uses.
 
 RADIX_MAX_BITS = 8      # digit bits per pass (256 bins)
-RADIX_WG = 64           # threads per workgroup of radix_hist / radix_scatter
+RADIX_WG = file_constants("radix")["RADIX_WG"]   # threads of radix_hist / radix_scatter
 
 
 def radix_passes(bits: int, max_bits: int = RADIX_MAX_BITS) -> list[tuple[int, int]]:

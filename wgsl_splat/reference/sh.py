@@ -4,12 +4,23 @@ from __future__ import annotations
 
 import numpy as np
 
-SH_C0 = 0.28209479177387814
+from ..model import SH_C0  # the DC constant lives with the parameter conventions
+
 SH_C1 = 0.4886025119029199
 SH_C2 = (1.0925484305920792, -1.0925484305920792, 0.31539156525252005, -1.0925484305920792,
          0.5462742152960396)
 SH_C3 = (-0.5900435899266435, 2.890611442640554, -0.4570457994644658, 0.3731763325901154,
          -0.4570457994644658, 1.445305721320277, -0.5900435899266435)
+
+
+def sh_constants_wgsl() -> str:
+    """The SH constants as WGSL (the generated ``sh_constants.wgsl`` that ``sh.wgsl`` includes):
+    declared once, here."""
+    lines = ["// Generated from wgsl_splat/reference/sh.py; not a file on disk.",
+             f"const SH_C0: f32 = {SH_C0!r};", f"const SH_C1: f32 = {SH_C1!r};"]
+    lines += [f"const SH_C2_{i}: f32 = {c!r};" for i, c in enumerate(SH_C2)]
+    lines += [f"const SH_C3_{i}: f32 = {c!r};" for i, c in enumerate(SH_C3)]
+    return "\n".join(lines) + "\n"
 
 
 def sh_basis(dirs: np.ndarray, degree: int, with_jacobian: bool = False):

@@ -32,13 +32,13 @@ from dataclasses import dataclass
 import numpy as np
 
 BENCH_SCENES = {
-    "small": (2_000, 135, 240),      # docs/design.md §5: multi-view smoke (M8)
+    "small": (2_000, 135, 240),      # docs/design.md §6: multi-view smoke (M8)
     "medium": (10_000, 490, 273),    # multi-view, T&T train
     "large": (20_000, 270, 480),     # single image (M7)
     "huge": (200_000, 1920, 1080),   # GPU only
 }
 SEED_SCENES = ("small", "medium", "large")
-#: the predecessor's Apple M2 Max GPU seconds per iteration (docs/design.md §5)
+#: the predecessor's Apple M2 Max GPU seconds per iteration (docs/design.md §6)
 PREDECESSOR_GPU_S = {"small": 0.215, "medium": 3.1, "large": 5.65}
 
 

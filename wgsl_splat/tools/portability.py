@@ -151,10 +151,10 @@ def tour(ctx, log=print) -> list:
     from ..gpu.sort import radix_sort_pairs, sort_pairs
     from ..gpu.step import GpuTrainStep
     from ..render_config import RENDER_MODES, render_config
-    from ..training.optim import OptimConfig
     from ..strategy import STRATEGIES
     from ..strategy.adc import ADCRound, adc_round
     from ..training.losses import PARAM_TERMS, LossConfig
+    from ..training.optim import OptimConfig
     from ..training.state import HostArrays
     from ..training.statistics import STANDARD
     from ..training.step import View

@@ -1,4 +1,4 @@
-// Stage 10: Adam in place on the device-resident parameters (docs/design.md §2; reference
+// docs/design.md §3 stage 9: Adam in place on the device-resident parameters (docs/design.md §2; reference
 // wgsl_splat/optim.py adam_step, i.e. torch.optim.Adam without weight decay or amsgrad).
 //
 // One dispatch over every parameter group: params, grads, m and v are flat float32 buffers with the
@@ -72,7 +72,7 @@ fn lookup_mixed(idx: vec4<u32>, valid: ptr<function, vec4<bool>>) -> vec4<f32> {
     return step_size;
 }
 
-@compute @workgroup_size(256)
+@compute @workgroup_size(WG)
 fn adam_step(@builtin(local_invocation_index) li: u32,
              @builtin(workgroup_id) wid: vec3<u32>) {
     let wg = wid.x + wid.y * ap.sizes.z;

@@ -1,4 +1,4 @@
-// Stage 3: intersection emission straight into (tile, depth, index) order -- a counting sort by
+// docs/design.md §3 stage 3: intersection emission straight into (tile, depth, index) order -- a counting sort by
 // tile whose input is already in depth order.
 //
 // After the depth sort, sorted_ids[r] is the splat of depth rank r. Thread c ("chunk") owns the ranks
@@ -67,7 +67,7 @@ fn tile_hit(e: Ellipse, tx: u32, ty: u32) -> bool {
     return min(q1, q2) <= e.q_max;
 }
 
-@compute @workgroup_size(64)
+@compute @workgroup_size(EMIT_WG)
 fn emit_count(@builtin(local_invocation_index) lid: u32,
               @builtin(workgroup_id) wid: vec3<u32>,
               @builtin(num_workgroups) nwg: vec3<u32>) {
@@ -100,7 +100,7 @@ fn emit_count(@builtin(local_invocation_index) lid: u32,
     }
 }
 
-@compute @workgroup_size(64)
+@compute @workgroup_size(EMIT_WG)
 fn emit_keys(@builtin(local_invocation_index) lid: u32,
              @builtin(workgroup_id) wid: vec3<u32>,
              @builtin(num_workgroups) nwg: vec3<u32>) {

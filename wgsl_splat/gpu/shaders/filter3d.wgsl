@@ -36,7 +36,7 @@ struct FilterCamera {
 // The pass: false = rates, true = finish (one entry point, two pipelines).
 override FINISH: bool = false;
 
-@compute @workgroup_size(256)
+@compute @workgroup_size(BLOCK_SIZE)
 fn filter3d_pass(@builtin(local_invocation_index) lid: u32,
                  @builtin(workgroup_id) wid: vec3<u32>,
                  @builtin(num_workgroups) nwg: vec3<u32>) {

@@ -1,4 +1,4 @@
-// Stage 7: photometric loss (1-λ)·L1 + λ·(1 - SSIM) and its gradient with respect to the image.
+// docs/design.md §3 stage 5: photometric loss (1-λ)·L1 + λ·(1 - SSIM) and its gradient with respect to the image.
 //
 // Math: wgsl_splat/reference/loss.py (loss_and_grad), docs/design.md §2. SSIM per channel with an
 // 11x11 Gaussian window (σ = 1.5, separable), zero padding, 'same' output, averaged over every pixel

@@ -1,4 +1,4 @@
-// Stage 7, line-sliding variant for CPU adapters (lavapipe/llvmpipe, SwiftShader, WARP): the same
+// docs/design.md §3 stage 5, line-sliding variant for CPU adapters (lavapipe/llvmpipe, SwiftShader, WARP): the same
 // loss and gradient as loss.wgsl (see there and wgsl_splat/reference/loss.py), laid out for how a
 // CPU driver runs compute shaders: invocations are SIMD lanes, every workgroupBarrier switches
 // between coroutines (measured ~18 us per barrier for a 256-thread workgroup on lavapipe) and every
@@ -73,7 +73,7 @@ fn load_s5(col: u32, y: u32, height: u32, stride: u32) -> S5 {
     return s5_of(image[i], target_img[i]);
 }
 
-@compute @workgroup_size(32)
+@compute @workgroup_size(WG)
 fn lines_v_stats(@builtin(global_invocation_id) gid: vec3<u32>) {
     let width = lp.dims.x;
     let height = lp.dims.y;
@@ -114,7 +114,7 @@ fn load_v5(row: u32, x: u32, width: u32) -> S5 {
     return S5(vstats[i], vxy[i]);
 }
 
-@compute @workgroup_size(32)
+@compute @workgroup_size(WG)
 fn lines_h_ssim(@builtin(global_invocation_id) gid: vec3<u32>) {
     let width = lp.dims.x;
     let height = lp.dims.y;
@@ -180,7 +180,7 @@ fn load_hb3(col: u32, y: u32, height: u32, stride: u32) -> vec3<f32> {
     return hback[col + y * stride].xyz;
 }
 
-@compute @workgroup_size(32)
+@compute @workgroup_size(WG)
 fn lines_v_grad(@builtin(global_invocation_id) gid: vec3<u32>) {
     let width = lp.dims.x;
     let height = lp.dims.y;

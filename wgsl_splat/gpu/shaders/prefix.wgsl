@@ -25,7 +25,7 @@ struct ScanParams {
 
 const WG: u32 = 256u;
 const PER: u32 = 4u;
-const BLOCK: u32 = 1024u;   // WG * PER
+const BLOCK: u32 = WG * PER;
 
 var<workgroup> s_sum: array<u32, 256>;
 
@@ -48,7 +48,7 @@ fn workgroup_exclusive_scan(lid: u32, v: u32) -> vec2<u32> {
     return vec2<u32>(inclusive - v, total);
 }
 
-@compute @workgroup_size(256)
+@compute @workgroup_size(WG)
 fn scan_reduce(@builtin(local_invocation_index) lid: u32,
                @builtin(workgroup_id) wid: vec3<u32>) {
     let b = wid.x + wid.y * sp.grid_x;
@@ -68,7 +68,7 @@ fn scan_reduce(@builtin(local_invocation_index) lid: u32,
     }
 }
 
-@compute @workgroup_size(256)
+@compute @workgroup_size(WG)
 fn scan_blocks(@builtin(local_invocation_index) lid: u32) {
     let n = sp.blocks;
     let seg = (n + WG - 1u) / WG;
@@ -90,7 +90,7 @@ fn scan_blocks(@builtin(local_invocation_index) lid: u32) {
     }
 }
 
-@compute @workgroup_size(256)
+@compute @workgroup_size(WG)
 fn scan_apply(@builtin(local_invocation_index) lid: u32,
               @builtin(workgroup_id) wid: vec3<u32>) {
     let b = wid.x + wid.y * sp.grid_x;

@@ -1,4 +1,4 @@
-// Stage 1: project every Gaussian (cull, EWA 2D covariance, conic, radius, tile rectangle) and
+// docs/design.md §3 stage 1: project every Gaussian (cull, EWA 2D covariance, conic, radius, tile rectangle) and
 // evaluate its view-dependent colour from SH. One thread per Gaussian. In the antialiased mode the
 // splat's opacity carries both Mip-Splatting compensations (gaussian.wgsl).
 // Also seeds the depth sort: depth_keys[i] = bitcast<u32>(depth), ids[i] = i, and counters[4] = N.
@@ -17,7 +17,7 @@
 @group(0) @binding(7) var<storage, read_write> counters: array<u32>;
 @group(0) @binding(8) var<storage, read> filter3d: array<f32>;
 
-@compute @workgroup_size(256)
+@compute @workgroup_size(BLOCK_SIZE)
 fn project(@builtin(local_invocation_index) lid: u32,
            @builtin(workgroup_id) wid: vec3<u32>,
            @builtin(num_workgroups) nwg: vec3<u32>) {

@@ -1,4 +1,4 @@
-// Projection backward and the strategy's statistics. Math: wgsl_splat/reference/
+// docs/design.md §3 stage 7: projection backward and the strategy's statistics. Math: wgsl_splat/reference/
 // projection.py (project_backward) and sh.py (eval_sh_backward); geometry shared with the forward
 // pass through gaussian.wgsl. One thread per Gaussian.
 //

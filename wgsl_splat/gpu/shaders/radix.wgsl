@@ -38,7 +38,7 @@ fn chunk_of(t: u32) -> vec2<u32> {
     return vec2<u32>(start, min(start + items, n));
 }
 
-@compute @workgroup_size(64)
+@compute @workgroup_size(RADIX_WG)
 fn radix_hist(@builtin(local_invocation_index) lid: u32,
               @builtin(workgroup_id) wid: vec3<u32>,
               @builtin(num_workgroups) nwg: vec3<u32>) {
@@ -73,7 +73,7 @@ fn radix_scan(@builtin(local_invocation_index) lid: u32) {
     }
 }
 
-@compute @workgroup_size(64)
+@compute @workgroup_size(RADIX_WG)
 fn radix_scatter(@builtin(local_invocation_index) lid: u32,
                  @builtin(workgroup_id) wid: vec3<u32>,
                  @builtin(num_workgroups) nwg: vec3<u32>) {

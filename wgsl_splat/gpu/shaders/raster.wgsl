@@ -1,4 +1,4 @@
-// Stage 6: tiled front-to-back rasterisation.
+// docs/design.md §3 stage 4: tiled front-to-back rasterisation.
 //
 // One workgroup per 16x16 tile (dispatch tiles_x x tiles_y). Thread (x, y) of the workgroup owns
 // ROWS pixels of each of its COLS columns (raster_tile.wgsl) and evaluates each splat for all of

@@ -1,4 +1,4 @@
-// Stage 8: rasterisation backward. Math: wgsl_splat/reference/raster.py (rasterize_backward).
+// docs/design.md §3 stage 6: rasterisation backward. Math: wgsl_splat/reference/raster.py (rasterize_backward).
 //
 // One workgroup per 16x16 tile, laid out as the forward pass (raster.wgsl, raster_tile.wgsl): thread
 // (x, y) owns ROWS pixels of each of its COLS columns and evaluates each splat for all of them with

@@ -1,4 +1,4 @@
-// Stage 2: exclusive prefix sum of the (tile, chunk) counts of emit.wgsl (one workgroup on CPU
+// docs/design.md §3 stage 3: exclusive prefix sum of the (tile, chunk) counts of emit.wgsl (one workgroup on CPU
 // adapters; on GPUs prefix.wgsl scans it and tile_ranges below finishes), giving
 //   - every chunk's first output position per tile (consumed by emit_keys),
 //   - ranges[tile] = [start, end) of the tile in the sorted intersection list (clamped to the
@@ -55,7 +55,7 @@ fn scan_counts(@builtin(local_invocation_index) lid: u32) {
 // GPU variant: prefix.wgsl has already scanned the table in place over many workgroups (its grand
 // total is scan_sums[blocks]); one thread per tile derives the same ranges and counters as
 // scan_counts.
-@compute @workgroup_size(256)
+@compute @workgroup_size(BLOCK_SIZE)
 fn tile_ranges(@builtin(global_invocation_id) gid: vec3<u32>) {
     let t = gid.x;
     let nt = rp.grid.z;

@@ -2,20 +2,8 @@
 // Coefficients of one splat start at params[base]: K coefficients x 3 channels, coefficient-major
 // (sh[k*3 + c]), coefficient 0 is the DC term.
 
-const SH_C0: f32 = 0.28209479177387814;
-const SH_C1: f32 = 0.4886025119029199;
-const SH_C2_0: f32 = 1.0925484305920792;
-const SH_C2_1: f32 = -1.0925484305920792;
-const SH_C2_2: f32 = 0.31539156525252005;
-const SH_C2_3: f32 = -1.0925484305920792;
-const SH_C2_4: f32 = 0.5462742152960396;
-const SH_C3_0: f32 = -0.5900435899266435;
-const SH_C3_1: f32 = 2.890611442640554;
-const SH_C3_2: f32 = -0.4570457994644658;
-const SH_C3_3: f32 = 0.3731763325901154;
-const SH_C3_4: f32 = -0.4570457994644658;
-const SH_C3_5: f32 = 1.445305721320277;
-const SH_C3_6: f32 = -0.5900435899266435;
+// The constants are generated from wgsl_splat/reference/sh.py.
+#include "sh_constants.wgsl"
 
 // The 16 basis values for direction d (entries beyond the degree are unused).
 fn sh_basis(d: vec3<f32>, out_b: ptr<function, array<f32, 16>>) {
