@@ -660,3 +660,13 @@ def test_undistort_recovers_pinhole_image():
     assert np.abs(out - truth)[valid].max() < 4e-3
     assert np.abs(distorted[:, :, 0] - truth)[valid].max() > 0.05  # the lens did matter
     assert np.abs(out - pattern(ud + 0.5, vd))[valid].max() > 0.01  # half-pixel shifts show up
+
+
+def test_colmap_image_name_used_twice_is_refused(tmp_path, rng):
+    """Two registered images of one file: an error naming it, not a silent 'unregistered' image."""
+    cams, imgs, pts = make_colmap(tmp_path, rng, n_images=3)
+    imgs[3] = imgs[3][:3] + (imgs[2][3],) + imgs[3][4:]     # image 3 also claims img_01.png
+    write_colmap_bin(tmp_path / "sparse" / "0", cams, imgs, pts)
+    with pytest.raises(DatasetError) as e:
+        load_dataset(tmp_path)
+    assert "images 2 and 3 are both named 'img_01.png'" in _one_line(e)
