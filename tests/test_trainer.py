@@ -273,3 +273,22 @@ def test_white_background_resets_opacity_at_the_first_densification(tmp_path):
         log = (tmp_path / str(reset) / "train.log").read_text()
         assert ("step 4: opacity reset" in log) == reset
         assert (seen["max_opacity"] <= 0.0101) == reset, seen
+
+
+def test_a_one_image_scene_never_labels_its_training_image_held_out(tmp_path):
+    """--eval on one image: the only view is trained on, so its metric is a training metric."""
+    from PIL import Image
+
+    pixels = np.random.default_rng(0).integers(0, 256, (24, 32, 3), dtype=np.uint8)
+    Image.fromarray(pixels).save(tmp_path / "photo.png")
+    out = tmp_path / "run"
+    result = CliRunner().invoke(main, ["train", str(tmp_path / "photo.png"), "--eval", "--preset",
+                                       "smoke", "--iters", "2", "--device", "cpu", "--out", str(out)])
+    assert result.exit_code == 0, result.output
+    assert "Training 1 views (0 held out)" in result.output
+    final = json.loads((out / "metrics.json").read_text())["iteration_2"]
+    assert final["split"] == "train" and final["views"] == 1
+    assert "on 1 train views" in final["line"] and not (out / "test").exists()
+    result = CliRunner().invoke(main, ["eval", str(out), "--device", "cpu"])
+    assert result.exit_code == 0, result.output
+    assert json.loads((out / "metrics.json").read_text())["eval_iteration_2"]["split"] == "train"

@@ -305,6 +305,7 @@ def _train_in(out_dir, cfg, run_info, data, resolution, eval_split, device, adap
               resume, preview, devices=None, world=None) -> None:
     """The run itself, in a locked output folder."""
     from ..data.datasets import DatasetError
+    from ..training.evaluation import held_out_views
     from ..training.trainer import Trainer, TrainingError
 
     dataset = load_training_data(data, resolution, eval_split, cfg.background)
@@ -321,7 +322,8 @@ def _train_in(out_dir, cfg, run_info, data, resolution, eval_split, device, adap
     if cfg.batch_size < replicas:
         raise UserError(f"--batch-size {cfg.batch_size} is smaller than the {replicas} devices "
                         f"training it: each device needs at least one view per step")
-    click.echo(f"Training {len(dataset.train_indices)} views ({len(dataset.test_indices)} held out) "
+    held_out = len(held_out_views(dataset))
+    click.echo(f"Training {len(dataset.train_indices)} views ({held_out} held out) "
                f"for {cfg.iters} steps ({cfg.render_mode}) on {path_name} -> {out_dir}")
     trainer = Trainer(dataset, cfg, out_dir, factory, log=click.echo,
                       run_info=dict(run_info, device=path_name),
