@@ -292,3 +292,17 @@ def test_a_one_image_scene_never_labels_its_training_image_held_out(tmp_path):
     result = CliRunner().invoke(main, ["eval", str(out), "--device", "cpu"])
     assert result.exit_code == 0, result.output
     assert json.loads((out / "metrics.json").read_text())["eval_iteration_2"]["split"] == "train"
+
+
+def test_a_densification_step_at_the_end_leaves_one_final_state(tmp_path):
+    """The last step falls on the densification schedule: the final PLY, the final checkpoint and
+    the summary hold the same model (the PLY held the state before a last densification)."""
+    cfg = tiny_config(16)          # ADC every 4 steps from 4 to 20: step 16 is on the schedule
+    trainer, summary, _ = run(tmp_path, cfg)
+    ply = load_ply(tmp_path / "point_cloud" / "iteration_16" / "point_cloud.ply")
+    _, arrays = Trainer.load_checkpoint(str(tmp_path / "checkpoints" / "ckpt_000016.npz"))
+    assert len(ply) == len(arrays.model) == summary["num_gaussians"]
+    for name, x in ply.arrays().items():
+        np.testing.assert_array_equal(x, arrays.model.arrays()[name], err_msg=name)
+    assert "step 16: densify" not in (tmp_path / "train.log").read_text()
+    assert "step 12: densify" in (tmp_path / "train.log").read_text()

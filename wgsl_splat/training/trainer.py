@@ -490,9 +490,11 @@ class Trainer:
 
                 # Densification (the strategy's hook) comes after the outputs, as in 3DGS: a
                 # checkpoint written below holds the edited state, so a resume continues exactly.
+                # Not after the last step: no step would train its result, and the final PLY,
+                # checkpoint and N must be one state.
                 t3 = time.perf_counter()
                 version = self.step.state.rows_version
-                for line in self.strategy.after_step(it, self.step.state):
+                for line in self.strategy.after_step(it, self.step.state) if it < cfg.iters else ():
                     self.log(line, echo=False)
                 if (self.step.state.rows_version != version
                         or filter_3d_refresh_due(it, cfg, self.strategy)):
