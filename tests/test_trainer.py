@@ -240,14 +240,16 @@ def test_eval_command_re_evaluates_a_run(tmp_path):
 
 def test_evaluation_on_a_reset_step_sees_the_model_before_the_reset(tmp_path):
     """3DGS order: evaluate (and save) before the step's densification and opacity reset."""
-    cfg = tiny_config(12)
-    cfg.eval_at = (12,)
+    cfg = tiny_config(14)          # the reset step is not the last (none follows the last step)
+    cfg.eval_at = cfg.save_at = (12, 14)
     cfg.strategies["adc"].opacity_reset_every = 12
     cfg.strategies["adc"].stop = 20
-    trainer, _, _ = run(tmp_path, cfg)
+    after = {}
+    run(tmp_path, cfg, on_step=lambda it, tr: it == 12 and after.setdefault(
+        "opacities", tr.step.get_model().opacities.copy()))
     ply = load_ply(tmp_path / "point_cloud" / "iteration_12" / "point_cloud.ply")
     assert np.median(ply.opacities) > 0.011, "the saved model was taken after the reset"
-    assert np.all(trainer.step.get_model().opacities <= 0.0101)   # the reset did happen after
+    assert np.all(after["opacities"] <= 0.0101)   # the reset did happen after
 
 
 def test_white_background_resets_opacity_at_the_first_densification(tmp_path):
