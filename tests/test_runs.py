@@ -175,3 +175,27 @@ def test_resume_from_an_older_checkpoint_of_the_same_run_is_refused(tmp_path):
     run(tmp_path, cfg)
     with pytest.raises(TrainingError, match="not the newest checkpoint of this run"):
         run(tmp_path, cfg, resume=str(tmp_path / "checkpoints" / "ckpt_000004.npz"))
+
+
+def test_a_fallback_is_logged_and_done_counts_this_sessions_steps(tmp_path):
+    """--resume latest past a damaged checkpoint: the fall-back is printed and in train.log, and
+    the done: line counts the steps this session trained, not the ones before the resume."""
+    from wgsl_splat.training.config import preset
+
+    cfg = preset("smoke")
+    cfg.iters, cfg.checkpoint_every, cfg.eval_at, cfg.save_at = 4, 1, (4,), (4,)
+    dataset = default_dataset(resolution=8, eval_split=False, background=cfg.background)
+    trainer = Trainer(dataset, cfg, str(tmp_path), cpu_factory, log=lambda m: None,
+                      run_info=dict(data="default", resolution=8, eval_split=False, preset="smoke"))
+    summary = trainer.run()
+    trainer.close()
+    assert summary["iterations"] == 4
+    newest = tmp_path / "checkpoints" / "ckpt_000004.npz"
+    newest.write_bytes(newest.read_bytes()[:100])        # cut short
+    res = CliRunner().invoke(main, ["train", "--out", str(tmp_path), "--resume", "latest",
+                                    "--device", "cpu"])
+    assert res.exit_code == 0, res.output
+    assert "ckpt_000004.npz is damaged" in res.output
+    log = (tmp_path / "train.log").read_text()
+    assert "ckpt_000004.npz is damaged" in log and "trying the one before" in log
+    assert "done: 4 steps in" in log and "done: 1 steps (4..4) in" in log

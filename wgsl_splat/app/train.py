@@ -203,8 +203,9 @@ def _default_out_dir(data: str, resume: str | None) -> str:
 
 
 def _open_run(out_dir, cfg, run_info, resume, overwrite, given):
-    """Lock ``out_dir`` and settle what the run continues from: ``(lock, resume, cfg, run_info)``
-    (a resumed run keeps the checkpoint's configuration)."""
+    """Lock ``out_dir`` and settle what the run continues from: ``(lock, resume, cfg, run_info,
+    notes)`` (a resumed run keeps the checkpoint's configuration; ``notes``: what was printed
+    about the checkpoints, e.g. a damaged one set aside, for the run's log)."""
     from ..training.trainer import TrainingError, find_checkpoint
     from .run_dir import RunDirError, open_run_dir
 
@@ -215,29 +216,35 @@ def _open_run(out_dir, cfg, run_info, resume, overwrite, given):
                             log=click.echo)
     except RunDirError as exc:
         raise UserError(str(exc)) from None
+    notes = []
+
+    def note(line):
+        click.echo(line)
+        notes.append(line)
+
     try:
         if resume:
             try:
-                resume, meta = find_checkpoint(os.path.join(out_dir, "checkpoints"), resume,
-                                               click.echo)
+                resume, meta = find_checkpoint(os.path.join(out_dir, "checkpoints"), resume, note)
             except TrainingError as exc:
                 raise UserError(str(exc)) from None
             cfg, run_info = _resumed_settings(meta, run_info, given)
     except BaseException:
         lock.release()
         raise
-    return lock, resume, cfg, run_info
+    return lock, resume, cfg, run_info, notes
 
 
 def _train_locked(out_dir, cfg, run_info, data, resolution, eval_split, device, adapter_filter,
                   resume, overwrite, given, preview, devices) -> None:
-    lock, resume, cfg, run_info = _open_run(out_dir, cfg, run_info, resume, overwrite, given)
+    lock, resume, cfg, run_info, notes = _open_run(out_dir, cfg, run_info, resume, overwrite,
+                                                   given)
     try:
         if resume:
             data, resolution, eval_split = (run_info["data"], run_info["resolution"],
                                             run_info["eval_split"])
         _train_in(out_dir, cfg, run_info, data, resolution, eval_split, device, adapter_filter,
-                  resume, preview, devices)
+                  resume, preview, devices, notes=notes)
     finally:
         lock.release()
 
@@ -257,12 +264,13 @@ def _train_distributed(out_dir, cfg, run_info, data, resolution, eval_split, dev
 
     world = mpi_world()
     lock = None
+    notes = []
     try:
         error = None
         if world.rank == 0:
             try:
-                lock, resume, cfg, run_info = _open_run(out_dir, cfg, run_info, resume, overwrite,
-                                                        given)
+                lock, resume, cfg, run_info, notes = _open_run(out_dir, cfg, run_info, resume,
+                                                               overwrite, given)
             except UserError as exc:
                 error = str(exc)
         error, resume, cfg, run_info = world.comm.bcast((error, resume, cfg, run_info), root=0)
@@ -273,7 +281,7 @@ def _train_distributed(out_dir, cfg, run_info, data, resolution, eval_split, dev
                                             run_info["eval_split"])
         if world.rank == 0:
             _train_in(out_dir, cfg, run_info, data, resolution, eval_split, device, None, resume,
-                      False, devices, world)
+                      False, devices, world, notes=notes)
         else:
             scratch = tempfile.mkdtemp(prefix=f"wgsl_splat_rank{world.rank}_")
             try:
@@ -302,7 +310,7 @@ def _inside(path: str, folder: str) -> bool:
 
 
 def _train_in(out_dir, cfg, run_info, data, resolution, eval_split, device, adapter_filter,
-              resume, preview, devices=None, world=None) -> None:
+              resume, preview, devices=None, world=None, notes=()) -> None:
     """The run itself, in a locked output folder."""
     from ..data.datasets import DatasetError
     from ..training.evaluation import held_out_views
@@ -328,6 +336,8 @@ def _train_in(out_dir, cfg, run_info, data, resolution, eval_split, device, adap
     trainer = Trainer(dataset, cfg, out_dir, factory, log=click.echo,
                       run_info=dict(run_info, device=path_name),
                       primary=world is None or world.rank == 0)
+    for line in notes:     # printed already; the run's log keeps them too
+        trainer.log(line, echo=False)
     on_step = None
     if preview:
         on_step = _preview_hook(dataset, click.echo)

@@ -554,7 +554,8 @@ class Trainer:
                        num_gaussians=self.step.num_gaussians, final_loss=self.loss_ema,
                        timing=self.timing.totals, out_dir=self.out_dir,
                        peak_device_bytes=self.step.counters.get("peak_bytes"))
-        self.log(f"done: {it} steps in {elapsed:.1f}s ({summary['it_per_s']:.2f} it/s), "
+        steps = f"{it - start} steps" + (f" ({start + 1}..{it})" if start else "")   # this session's
+        self.log(f"done: {steps} in {elapsed:.1f}s ({summary['it_per_s']:.2f} it/s), "
                  f"N {summary['num_gaussians']}; time: {self.timing.summary()}")
         return summary
 
