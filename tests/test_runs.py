@@ -199,3 +199,35 @@ def test_a_fallback_is_logged_and_done_counts_this_sessions_steps(tmp_path):
     log = (tmp_path / "train.log").read_text()
     assert "ckpt_000004.npz is damaged" in log and "trying the one before" in log
     assert "done: 4 steps in" in log and "done: 1 steps (4..4) in" in log
+
+
+def test_what_can_be_refused_is_refused_before_anything_is_written(tmp_path):
+    out = tmp_path / "run"
+    assert_one_line_error(train(out, "--batch-size", "10", "--iters", "1"), "batch size 10: must be 1..9")
+    assert not out.exists()
+    res = train(out, "--strategy", "mcmc", "--cap-max", "100", "--iters", "1")
+    assert_one_line_error(res, "--cap-max 100 is below the 3000 Gaussians the run starts with")
+    assert "decoding images" not in res.output and "init:" not in res.output
+    assert os.listdir(out) == [".lock"]
+    res = train(out, "--strategy", "mcmc", "--cap-max", "3000", "--iters", "1")   # corrected
+    assert res.exit_code == 0, res.output
+
+
+def test_a_run_that_wrote_no_checkpoint_does_not_block_its_out(tmp_path):
+    """A run that stopped before its first checkpoint (here: its log, cfg.json and an empty
+    checkpoints folder, as a failure in initialisation leaves them) cannot be resumed and holds
+    nothing to lose: the same command trains there, its log goes on."""
+    out = tmp_path / "run"
+    (out / "checkpoints").mkdir(parents=True)
+    (out / "train.log").write_text("00:00:00 init: 3000 points from the scene's point cloud\n")
+    (out / "cfg.json").write_text("{}")
+    assert_one_line_error(train(out, "--resume", "latest"),
+                          "the run stopped before writing one; start it again without --resume")
+    res = train(out, "--iters", "1")
+    assert res.exit_code == 0, res.output
+    assert "stopped before its first checkpoint" in res.output
+    log = (out / "train.log").read_text()
+    assert log.startswith("00:00:00 init: 3000 points") and "done: 1 steps" in log
+    assert json.loads((out / "cfg.json").read_text())["iters"] == 1
+    (out / "checkpoints" / "ckpt_000001.npz").unlink()    # a PLY is left: that run is refused
+    assert_one_line_error(train(out, "--iters", "1"), "is not empty")

@@ -176,8 +176,9 @@ def run_training(data="default", out_dir=None, preset="default", eval_split=Fals
 
     cfg = cfg or make_config(preset)
     given = given or ResumeCheck()
-    try:
+    try:   # what needs no data is refused before the run folder is touched
         cfg.check()
+        cfg.optim.for_batch(cfg.batch_size)
     except ValueError as exc:
         raise UserError(str(exc)) from None
     run_info = dict(data=data if data == "default" else os.path.abspath(data), resolution=resolution,
@@ -314,15 +315,15 @@ def _train_in(out_dir, cfg, run_info, data, resolution, eval_split, device, adap
     """The run itself, in a locked output folder."""
     from ..data.datasets import DatasetError
     from ..training.evaluation import held_out_views
-    from ..training.trainer import Trainer, TrainingError
+    from ..training.trainer import Trainer, TrainingError, check_new_run
 
     dataset = load_training_data(data, resolution, eval_split, cfg.background)
     for note in dataset.notes:
         click.echo(f"note: {note}")
-    with click.progressbar(length=len(dataset.cameras), label="decoding images") as bar:
-        try:   # every image before step 1: a bad one is an error now, not hours into the run
-            dataset.preload(progress=bar.update)
-        except DatasetError as exc:
+    if not resume:   # refused now, not after decoding and initialisation (nothing written yet)
+        try:
+            check_new_run(dataset, cfg)
+        except TrainingError as exc:
             raise UserError(str(exc)) from None
     factory, path_name = make_step_factory(device, adapter_filter, click.echo,
                                            render_config(cfg.render_mode), devices, world)
@@ -330,6 +331,11 @@ def _train_in(out_dir, cfg, run_info, data, resolution, eval_split, device, adap
     if cfg.batch_size < replicas:
         raise UserError(f"--batch-size {cfg.batch_size} is smaller than the {replicas} devices "
                         f"training it: each device needs at least one view per step")
+    with click.progressbar(length=len(dataset.cameras), label="decoding images") as bar:
+        try:   # every image before step 1: a bad one is an error now, not hours into the run
+            dataset.preload(progress=bar.update)
+        except DatasetError as exc:
+            raise UserError(str(exc)) from None
     held_out = len(held_out_views(dataset))
     click.echo(f"Training {len(dataset.train_indices)} views ({held_out} held out) "
                f"for {cfg.iters} steps ({cfg.render_mode}) on {path_name} -> {out_dir}")

@@ -110,7 +110,8 @@ def find_checkpoint(checkpoint_dir: str, resume: str, log) -> tuple[str, dict]:
         return resume, meta
     candidates = checkpoint_files(checkpoint_dir)
     if not candidates:
-        raise TrainingError(f"--resume: no checkpoint in {checkpoint_dir}")
+        raise TrainingError(f"--resume: no checkpoint in {checkpoint_dir}: the run stopped before "
+                            f"writing one; start it again without --resume")
     for path in reversed(candidates):
         try:
             return path, read_checkpoint_meta(path)
@@ -173,6 +174,31 @@ def initial_model(dataset, cfg: TrainConfig, rng: np.random.Generator, log,
     points = rng.uniform(lo, hi, size=(n, 3))
     colors = 0.5 + SH_C0 * rng.uniform(0.0, 1.0 / 255.0, size=(n, 3))
     return GaussianModel.from_points(points, colors, sh_degree=cfg.sh_degree, **init)
+
+
+def initial_count(dataset, cfg: TrainConfig) -> int:
+    """How many Gaussians a new run starts from (:func:`initial_model`)."""
+    if dataset.points is not None and len(dataset.points) > 0:
+        return len(dataset.points)
+    return cfg.random_init_points
+
+
+def check_new_run(dataset, cfg: TrainConfig) -> None:
+    """Refuse (:class:`TrainingError`) what a new run on ``dataset`` would be refused for after
+    initialisation, before any image is decoded or anything is written: the configuration, and
+    the strategy against the model the run starts from (e.g. MCMC's --cap-max below it)."""
+    try:
+        cfg.check()
+        cfg.optim.for_batch(cfg.batch_size)
+        strategy = make_strategy(cfg, StrategyContext(
+            scene_extent(dataset), all(c >= 1.0 for c in cfg.background), cfg.seed,
+            observations=training_observations(dataset),
+            params_per_gaussian=floats_per_gaussian(cfg.sh_degree), log=lambda line: None))
+        strategy.check(initial_count(dataset, cfg))
+    except (ValueError, StrategyError) as exc:
+        raise TrainingError(str(exc)) from None
+    if not dataset.train_indices:
+        raise TrainingError("the dataset has no training views")
 
 
 def training_observations(dataset) -> int:
