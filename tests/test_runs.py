@@ -96,6 +96,8 @@ def test_signals_save_a_checkpoint_and_the_named_ply(tmp_path, sig, code):
     assert (out / "point_cloud" / f"iteration_{step}" / "point_cloud.ply").is_file()
     assert (out / "checkpoints" / f"ckpt_{step:06d}.npz").is_file()
     assert "--resume latest" in output and "Traceback" not in output
+    assert (f"Continue with: {sys.executable} -m wgsl_splat train --out {out} --resume latest "
+            f"--device cpu\n") in output, output
 
 
 def _read(path):
@@ -231,3 +233,24 @@ def test_a_run_that_wrote_no_checkpoint_does_not_block_its_out(tmp_path):
     assert json.loads((out / "cfg.json").read_text())["iters"] == 1
     (out / "checkpoints" / "ckpt_000001.npz").unlink()    # a PLY is left: that run is refused
     assert_one_line_error(train(out, "--iters", "1"), "is not empty")
+
+
+def test_the_resume_command_continues_the_same_run(monkeypatch):
+    """What the interrupt prints: the devices, the path, MPI and the data stay (following a command
+    that dropped --devices 0,0 trained on one device)."""
+    import shlex
+    import types
+
+    from wgsl_splat.app.train import resume_command
+
+    monkeypatch.setattr(sys, "argv", ["/x/venv/lib/wgsl_splat/__main__.py"])
+    run = dict(data="/data/my scene", resolution=4, eval_split=True, preset="fast")
+    cmd = shlex.split(resume_command("runs/a", run, "gpu", "llvm", "0,0", None, True))
+    assert cmd == [sys.executable, "-m", "wgsl_splat", "train", "/data/my scene", "--out", "runs/a",
+                   "--resume", "latest", "--device", "gpu", "--adapter", "llvm", "--devices", "0,0",
+                   "--preview"]
+    monkeypatch.setattr(sys, "argv", ["/x/venv/bin/wgsl_splat"])
+    world = types.SimpleNamespace(size=4, rank=0)
+    cmd = shlex.split(resume_command("o", dict(run, data="default"), "auto", None, None, world, False))
+    assert cmd == ["mpirun", "-n", "4", "/x/venv/bin/wgsl_splat", "train", "--out", "o", "--resume",
+                   "latest", "--distributed"]

@@ -266,6 +266,7 @@ def _train_distributed(out_dir, cfg, run_info, data, resolution, eval_split, dev
     world = mpi_world()
     lock = None
     notes = []
+    early = _RecordedSignals().install()
     try:
         error = None
         if world.rank == 0:
@@ -282,17 +283,20 @@ def _train_distributed(out_dir, cfg, run_info, data, resolution, eval_split, dev
                                             run_info["eval_split"])
         if world.rank == 0:
             _train_in(out_dir, cfg, run_info, data, resolution, eval_split, device, None, resume,
-                      False, devices, world, notes=notes)
+                      False, devices, world, notes=notes, earlier_signal=early)
         else:
             scratch = tempfile.mkdtemp(prefix=f"wgsl_splat_rank{world.rank}_")
             try:
                 with open(os.devnull, "w") as quiet, contextlib.redirect_stdout(quiet):
                     _train_in(scratch, cfg, run_info, data, resolution, eval_split, device, None,
-                              resume, False, devices, world)
+                              resume, False, devices, world, earlier_signal=early)
             finally:
                 shutil.rmtree(scratch, ignore_errors=True)
     except click.exceptions.Exit:
-        raise                        # an agreed stop (SIGINT/SIGTERM): every rank exits alike
+        # An agreed stop (SIGINT/SIGTERM): every rank exits alike, and none before rank 0 has
+        # written the interrupt checkpoint and PLY (an early exit could take rank 0 down with it).
+        world.comm.Barrier()
+        raise
     except BaseException as exc:     # noqa: BLE001
         if world.size == 1:
             raise
@@ -302,8 +306,73 @@ def _train_distributed(out_dir, cfg, run_info, data, resolution, eval_split, dev
         sys.stderr.flush()
         world.comm.Abort(1)
     finally:
+        early.restore()
         if lock is not None:
             lock.release()
+
+
+class _RecordedSignals:
+    """SIGINT/SIGTERM before a distributed run's training loop (loading, decoding): recorded, not
+    fatal, so that the rank stops with the others after the first step (the stop travels with the
+    gradients) instead of dying alone while the others wait for it in a collective."""
+
+    def __init__(self) -> None:
+        self.signum, self.old = None, {}
+
+    def install(self) -> "_RecordedSignals":
+        import signal
+        import threading
+
+        if threading.current_thread() is threading.main_thread():
+            self.old = {s: signal.signal(s, self._record) for s in (signal.SIGINT, signal.SIGTERM)}
+        return self
+
+    def _record(self, signum, frame) -> None:
+        self.signum = signum
+
+    def __call__(self):
+        return self.signum
+
+    def restore(self) -> None:
+        import signal
+
+        for s, handler in self.old.items():
+            signal.signal(s, handler)
+        self.old = {}
+
+
+def resume_command(out_dir, run_info, device, adapter_filter, devices, world, preview) -> str:
+    """The command that continues this run as it was started: the same program, launcher and
+    rank count (MPI), data, adapters and path (the configuration, -r and split come from the
+    checkpoint). Printed on an interrupt and where a run stops with a checkpoint to continue."""
+    import shlex
+    import sys
+
+    main = os.path.basename(sys.argv[0]) if sys.argv else ""
+    if main == "__main__.py":                      # python -m wgsl_splat
+        program = [sys.executable, "-m", "wgsl_splat"]
+    elif main.startswith("wgsl_splat"):            # the console script
+        program = [sys.argv[0]]
+    else:                                          # embedded (tests, other programs)
+        program = ["wgsl_splat"]
+    if world is not None:
+        # srun started the ranks itself: a Slurm step without MPICH's or Open MPI's launcher
+        slurm = "SLURM_STEP_ID" in os.environ and not any(
+            k.startswith(("HYDI_", "HYDRA_", "OMPI_")) for k in os.environ)
+        program = ["srun" if slurm else "mpirun", "-n", str(world.size)] + program
+    args = ["train"] + ([] if run_info["data"] == "default" else [run_info["data"]])
+    args += ["--out", out_dir, "--resume", "latest"]
+    if device != "auto":
+        args += ["--device", device]
+    if adapter_filter:
+        args += ["--adapter", adapter_filter]
+    if devices is not None:
+        args += ["--devices", devices]
+    if world is not None:
+        args.append("--distributed")
+    if preview:
+        args.append("--preview")
+    return shlex.join(program + args)
 
 
 def _inside(path: str, folder: str) -> bool:
@@ -311,7 +380,7 @@ def _inside(path: str, folder: str) -> bool:
 
 
 def _train_in(out_dir, cfg, run_info, data, resolution, eval_split, device, adapter_filter,
-              resume, preview, devices=None, world=None, notes=()) -> None:
+              resume, preview, devices=None, world=None, notes=(), earlier_signal=None) -> None:
     """The run itself, in a locked output folder."""
     from ..data.datasets import DatasetError
     from ..training.evaluation import held_out_views
@@ -327,6 +396,7 @@ def _train_in(out_dir, cfg, run_info, data, resolution, eval_split, device, adap
             raise UserError(str(exc)) from None
     factory, path_name = make_step_factory(device, adapter_filter, click.echo,
                                            render_config(cfg.render_mode), devices, world)
+    again = resume_command(out_dir, run_info, device, adapter_filter, devices, world, preview)
     replicas = getattr(factory, "world", 1)
     if cfg.batch_size < replicas:
         raise UserError(f"--batch-size {cfg.batch_size} is smaller than the {replicas} devices "
@@ -342,6 +412,7 @@ def _train_in(out_dir, cfg, run_info, data, resolution, eval_split, device, adap
     trainer = Trainer(dataset, cfg, out_dir, factory, log=click.echo,
                       run_info=dict(run_info, device=path_name),
                       primary=world is None or world.rank == 0)
+    trainer.resume_command = again
     for line in notes:     # printed already; the run's log keeps them too
         trainer.log(line, echo=False)
     on_step = None
@@ -361,18 +432,22 @@ def _train_in(out_dir, cfg, run_info, data, resolution, eval_split, device, adap
     try:
         with bar:
             state["done"] = 0
-            summary = trainer.run(resume=resume, progress=progress, on_step=on_step)
+            summary = trainer.run(resume=resume, progress=progress, on_step=on_step,
+                                  earlier_signal=earlier_signal)
     except TrainingError as exc:
         raise UserError(str(exc)) from None
     finally:
         trainer.close()
         if on_step is not None:
             on_step.close()
+    if summary["interrupted"] and world is not None and world.rank != 0:
+        # rank 0 writes (and reports) the interrupt checkpoint; this rank only ends alike
+        raise click.exceptions.Exit(128 + summary["signal"])
     ply = os.path.relpath(summary["ply"], out_dir) if summary["ply"] else "no PLY"
     if summary["interrupted"]:
         click.echo(f"Interrupted by {summary['interrupted']} at step {summary['iterations']}: "
                    f"saved {ply} and {os.path.relpath(summary['checkpoint'], out_dir)} in "
-                   f"{out_dir}. Continue with: wgsl_splat train --out {out_dir} --resume latest")
+                   f"{out_dir}. Continue with: {again}")
         raise click.exceptions.Exit(128 + summary["signal"])   # what shells report for a signal
     click.echo(f"Results in {out_dir}: {ply}, metrics.json, train.log, checkpoints/")
 

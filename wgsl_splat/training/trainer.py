@@ -229,6 +229,8 @@ class Trainer:
         than rank 0, which trains in step with it but evaluates and saves nothing (its
         ``out_dir`` takes only its log)."""
         self.primary = primary
+        #: how to continue this run (the CLI sets the full command line)
+        self.resume_command = "--resume latest"
         self.run_info = dict(run_info or {})
         self.dataset = dataset
         self.cfg = cfg
@@ -432,13 +434,16 @@ class Trainer:
         if any(not 0 <= int(v) < len(self.dataset.cameras) for v in stack):
             raise TrainingError(f"{path} refers to views this dataset does not have")
 
-    def run(self, resume: str | None = None, progress=None, on_step=None) -> dict:
+    def run(self, resume: str | None = None, progress=None, on_step=None,
+            earlier_signal=None) -> dict:
         """Train to ``cfg.iters``; returns a summary. ``on_step(iteration, trainer)`` is called after
         every step (the live preview hooks in there).
 
         SIGINT or SIGTERM (Ctrl-C, ``kill``, ``timeout``, ``docker stop``, Slurm) finishes the
         current step, writes a checkpoint and the PLY of that step and returns early with
-        ``summary["interrupted"]`` naming the signal and ``summary["signal"]`` its number."""
+        ``summary["interrupted"]`` naming the signal and ``summary["signal"]`` its number.
+        ``earlier_signal()``: a signal that arrived before training (None if none), which stops the
+        run the same way after its first step (a distributed run: every rank after the same one)."""
         cfg = self.cfg
         start = self.setup(resume)
         last_good = self.latest_checkpoint()       # the one resumed from, if any
@@ -453,6 +458,8 @@ class Trainer:
 
         old_handlers = ({s: signal.signal(s, on_stop_signal) for s in STOP_SIGNALS}
                         if _main_thread() else {})
+        if earlier_signal is not None and stop_signal is None:
+            stop_signal = earlier_signal()
         if start >= cfg.iters:
             self.log(f"the run is complete: step {start} of {cfg.iters}")
         else:
@@ -566,7 +573,7 @@ class Trainer:
             if saved["ply"] != it:
                 ply_path = self.save_ply(it)
             self.log(f"{signal.Signals(stop_signal).name} at step {it}: saved {last_good} and "
-                     f"{ply_path}; continue with --resume latest")
+                     f"{ply_path}; continue with: {self.resume_command}")
         elapsed = time.perf_counter() - t_start
         exchange = getattr(self.step, "exchange_seconds", {})
         if exchange:   # a replicated step's reduction: inside "step", shown apart
