@@ -261,3 +261,20 @@ def test_render_refuses_a_huge_camera_in_one_line_on_both_paths(tmp_path, device
     assert ("camera 'small': its 100000x100000 image (10000 megapixels) is beyond what "
             f"{device}" in result.output), result.output
     assert len(result.output.strip().splitlines()[-1]) < 300 and not out.exists()
+
+
+def test_a_full_disk_while_rendering_is_one_line(tmp_path, monkeypatch):
+    """ENOSPC while a PNG is written (as on a full tmpfs): one line naming the file."""
+    import errno
+
+    from wgsl_splat import atomic_io
+
+    def full(path):   # no room left even for the temp file's name
+        raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC), path + ".0123456789ab.tmp")
+
+    monkeypatch.setattr(atomic_io, "_open_temp", full)
+    result = CliRunner().invoke(main, ["render", "--limit", "1", "-r", "8", "--device", "cpu",
+                                       "--out", str(tmp_path)])
+    assert result.exit_code == 1 and "Traceback" not in result.output, result.output
+    assert (f"the disk is full: writing {tmp_path / 'view_000.png'} failed; files written before "
+            f"it are intact") in result.output, result.output

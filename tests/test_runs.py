@@ -243,7 +243,7 @@ def test_the_resume_command_continues_the_same_run(monkeypatch):
 
     from wgsl_splat.app.train import resume_command
 
-    monkeypatch.setattr(sys, "argv", ["/x/venv/lib/wgsl_splat/__main__.py"])
+    monkeypatch.setattr(sys, "argv", ["/x/venv/lib/python3/site-packages/wgsl_splat/__main__.py"])
     run = dict(data="/data/my scene", resolution=4, eval_split=True, preset="fast")
     cmd = shlex.split(resume_command("runs/a", run, "gpu", "llvm", "0,0", None, True))
     assert cmd == [sys.executable, "-m", "wgsl_splat", "train", "/data/my scene", "--out", "runs/a",
@@ -254,3 +254,53 @@ def test_the_resume_command_continues_the_same_run(monkeypatch):
     cmd = shlex.split(resume_command("o", dict(run, data="default"), "auto", None, None, world, False))
     assert cmd == ["mpirun", "-n", "4", "/x/venv/bin/wgsl_splat", "train", "--out", "o", "--resume",
                    "latest", "--distributed"]
+
+
+def test_a_full_disk_is_one_line_naming_the_file_and_the_intact_checkpoint(tmp_path, monkeypatch):
+    """The disk fills up while the step-4 checkpoint is written (ENOSPC from the write, as a 3 MB
+    tmpfs gives it): one line with the file and the checkpoint that is intact, no temp file left,
+    and the run continues from that checkpoint."""
+    import errno
+
+    from wgsl_splat import atomic_io
+    from wgsl_splat.app import train as train_cmd
+
+    real_open_temp, real_configure = atomic_io._open_temp, train_cmd.configure
+
+    class FullDisk:
+        def __init__(self, f):
+            self.f = f
+
+        def write(self, data):
+            raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+
+        def __enter__(self):
+            return self
+
+        def __exit__(self, *exc):
+            self.f.close()
+
+    def open_temp(path):
+        tmp, f = real_open_temp(path)
+        return (tmp, FullDisk(f)) if os.path.basename(path) == "ckpt_000004.npz" else (tmp, f)
+
+    def configure(*args):
+        cfg = real_configure(*args)
+        cfg.checkpoint_every = 2
+        return cfg
+
+    monkeypatch.setattr(atomic_io, "_open_temp", open_temp)
+    monkeypatch.setattr(train_cmd, "configure", configure)
+    out = tmp_path / "run"
+    res = train(out, "--iters", "4")
+    ckpts = out / "checkpoints"
+    assert_one_line_error(res, f"the disk is full: writing {ckpts / 'ckpt_000004.npz'} failed (No "
+                               f"space left on device); the previous checkpoint "
+                               f"{ckpts / 'ckpt_000002.npz'} is intact; free some space, then "
+                               f"continue with: wgsl_splat train --out {out} --resume latest "
+                               f"--device cpu")
+    assert os.listdir(ckpts) == ["ckpt_000002.npz"]     # no temp file, nothing half-written
+    monkeypatch.setattr(atomic_io, "_open_temp", real_open_temp)   # space freed
+    res = CliRunner().invoke(main, ["train", "--out", str(out), "--resume", "latest", "--device", "cpu"])
+    assert res.exit_code == 0, res.output
+    assert sorted(os.listdir(ckpts)) == ["ckpt_000002.npz", "ckpt_000004.npz"]

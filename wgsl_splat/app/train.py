@@ -348,8 +348,9 @@ def resume_command(out_dir, run_info, device, adapter_filter, devices, world, pr
     import shlex
     import sys
 
-    main = os.path.basename(sys.argv[0]) if sys.argv else ""
-    if main == "__main__.py":                      # python -m wgsl_splat
+    argv0 = os.path.normpath(sys.argv[0]) if sys.argv and sys.argv[0] else ""
+    main = os.path.basename(argv0)
+    if argv0.endswith(os.path.join("wgsl_splat", "__main__.py")):   # python -m wgsl_splat
         program = [sys.executable, "-m", "wgsl_splat"]
     elif main.startswith("wgsl_splat"):            # the console script
         program = [sys.argv[0]]
@@ -436,6 +437,10 @@ def _train_in(out_dir, cfg, run_info, data, resolution, eval_split, device, adap
                                   earlier_signal=earlier_signal)
     except TrainingError as exc:
         raise UserError(str(exc)) from None
+    except OSError as exc:
+        if exc.filename is None:
+            raise
+        raise UserError(_write_failed(exc, trainer.latest_checkpoint(), again)) from None
     finally:
         trainer.close()
         if on_step is not None:
@@ -450,6 +455,20 @@ def _train_in(out_dir, cfg, run_info, data, resolution, eval_split, device, adap
                    f"{out_dir}. Continue with: {again}")
         raise click.exceptions.Exit(128 + summary["signal"])   # what shells report for a signal
     click.echo(f"Results in {out_dir}: {ply}, metrics.json, train.log, checkpoints/")
+
+
+def _write_failed(exc: OSError, checkpoint: str | None, again: str) -> str:
+    """One line for an output the run could not write (a full disk above all): which file, and
+    what is safe. Writes are atomic, so the checkpoint before it is intact and no temp file is
+    left behind."""
+    import errno
+
+    full = exc.errno in (errno.ENOSPC, getattr(errno, "EDQUOT", errno.ENOSPC))
+    what = "the disk is full" if full else (exc.strerror or str(exc))
+    kept = (f"the previous checkpoint {checkpoint} is intact; "
+            f"{'free some space' if full else 'fix that'}, then continue with: {again}"
+            if checkpoint else "no checkpoint had been written yet")
+    return f"{what}: writing {exc.filename} failed ({exc.strerror}); {kept}"
 
 
 class _preview_hook:

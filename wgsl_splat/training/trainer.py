@@ -252,9 +252,13 @@ class Trainer:
 
     # -- logging ------------------------------------------------------------------------------------
     def log(self, msg: str, echo: bool = True) -> None:
-        self._log_file.write(time.strftime("%H:%M:%S ") + msg + "\n")
         if echo:
             self.log_fn(msg)
+        try:
+            self._log_file.write(time.strftime("%H:%M:%S ") + msg + "\n")
+        except OSError as exc:   # a full disk: say which file
+            exc.filename = exc.filename or self._log_file.name
+            raise
 
     # -- data ---------------------------------------------------------------------------------------
     def train_target(self, i: int) -> np.ndarray | None:
@@ -593,7 +597,10 @@ class Trainer:
         return summary
 
     def close(self) -> None:
-        self._log_file.close()
+        try:
+            self._log_file.close()
+        except OSError:   # the line that could not be flushed (a full disk) was reported already
+            pass
 
 
 def _main_thread() -> bool:
