@@ -19,7 +19,12 @@ from test_batch import batch_problem
 from test_gpu_step import fresh_seed
 from test_trainer import run, tiny_config
 from wgsl_splat.app.cli import main
-from wgsl_splat.gpu.runtime import device_indices, open_devices
+from wgsl_splat.gpu.runtime import (
+    device_indices,
+    list_adapters,
+    open_devices,
+    several_devices_refused,
+)
 from wgsl_splat.gpu.step import GpuTrainStep
 from wgsl_splat.training.optim import OptimConfig
 from wgsl_splat.training.parallel import LocalReducer, ReplicatedStep, parameter_hash
@@ -29,8 +34,13 @@ from wgsl_splat.training.state import ADC_STATS, HostArrays
 
 @pytest.fixture(scope="module")
 def two_devices():
-    """Two devices on the first adapter (lavapipe in CI)."""
-    contexts = open_devices([device_indices("all")[0]] * 2)
+    """Two devices on the first adapter (lavapipe in CI); skipped, with the adapter's reason, on
+    one that cannot run two (wgpu's OpenGL backend)."""
+    index = device_indices("all")[0]
+    why = several_devices_refused(list_adapters()[index])
+    if why:
+        pytest.skip(why)
+    contexts = open_devices([index] * 2)
     yield contexts
     for c in contexts:
         c.close()
@@ -199,3 +209,17 @@ def test_interrupting_mpirun_saves_once_and_resumes(tmp_path, sig):
     assert f"at step {step} with" in log and f"done: {20 - step} steps ({step + 1}..20)" in log
     assert (out / "point_cloud" / "iteration_20" / "point_cloud.ply").is_file()
     assert "replicas agree at step" in log
+
+
+def test_two_devices_on_an_adapter_that_cannot_are_one_line(tmp_path):
+    """wgpu's OpenGL adapter (what wgpu picks without a Vulkan driver) aborted the process in
+    queue.submit with two devices: refused in one line instead."""
+    gl = [i for i, a in enumerate(list_adapters()) if a.info.get("backend_type") == "OpenGL"]
+    if not gl:
+        pytest.skip("no OpenGL adapter here (Mesa's llvmpipe gives one beside lavapipe)")
+    r = _cli("--devices", f"{gl[0]},{gl[0]}", "--batch-size", "2", "--preset", "smoke", "--iters",
+             "2", "-r", "8", "--out", str(tmp_path / "gl"))
+    assert r.returncode == 1 and "Traceback" not in r.stderr, r.stderr
+    assert (f"--devices {gl[0]},{gl[0]}: " in r.stderr and "OpenGL backend cannot drive several "
+            "devices in one process" in r.stderr), r.stderr
+    assert not (tmp_path / "gl" / "train.log").exists()
