@@ -136,3 +136,19 @@ def test_view_size_beyond_the_adapter_is_one_line(tmp_path):
     res = CliRunner().invoke(main, ["view", str(tmp_path / "m.ply"), "--size", "40000x40000"])
     assert res.exit_code == 1 and "Traceback" not in res.output
     assert "--size 40000x40000 is beyond this adapter: at most" in res.output
+
+
+def test_training_on_the_opengl_adapter_says_so_and_what_would_be_faster(tmp_path):
+    """wgpu's OpenGL adapter (its pick without a Vulkan driver): train names it and says that a
+    Vulkan or Metal adapter would be faster."""
+    from wgsl_splat.gpu.runtime import list_adapters
+
+    if not any(a.info.get("backend_type") == "OpenGL" for a in list_adapters()):
+        pytest.skip("no OpenGL adapter here (Mesa's llvmpipe gives one beside lavapipe)")
+    res = CliRunner().invoke(main, ["train", "--adapter", "OpenGL", "--device", "gpu", "--preset",
+                                    "smoke", "--iters", "1", "-r", "8", "--out", str(tmp_path)])
+    assert res.exit_code == 0, res.output
+    assert "Using GPU adapter: " in res.output and ", OpenGL)" in res.output
+    assert ("note: this is wgpu's OpenGL adapter, without float atomics and subgroups: the shaders "
+            "take their slower paths. A Vulkan adapter") in res.output, res.output
+    assert "or Metal would be faster" in res.output

@@ -123,9 +123,22 @@ def gpu_context(device: str, adapter_filter: str | None = None, echo=None, why: 
     from ..gpu.runtime import GpuError, select_device
 
     try:
-        return select_device(device, adapter_filter, echo=echo)
+        ctx = select_device(device, adapter_filter, echo=echo)
     except GpuError as exc:
         raise UserError(f"{why}: {exc}" if why else str(exc)) from None
+    if ctx is not None and echo is not None and ctx.backend == "OpenGL":
+        echo(opengl_note(ctx))
+    return ctx
+
+
+def opengl_note(ctx) -> str:
+    """What wgpu's OpenGL adapter (its choice when no Vulkan driver is installed) costs."""
+    missing = [f for f, has in (("float atomics", ctx.has_float_atomics),
+                                ("subgroups", ctx.has_subgroups)) if not has]
+    lacks = f", without {' and '.join(missing)}" if missing else ""
+    return (f"note: this is wgpu's OpenGL adapter{lacks}: the shaders take their slower paths. A "
+            f"Vulkan adapter (Linux: mesa-vulkan-drivers, or the GPU's Vulkan driver) or Metal "
+            f"would be faster; see `wgsl_splat devices`")
 
 
 def upload_to_gpu(renderer, model, way_out: str) -> None:

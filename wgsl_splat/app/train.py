@@ -141,6 +141,10 @@ def _replicated_factory(device, devices, world, echo, config, cpu_factory):
         contexts = open_devices(indices)
     except GpuError as exc:
         raise UserError(str(exc)) from None
+    if any(c.backend == "OpenGL" for c in contexts):
+        from .common import opengl_note
+
+        echo(opengl_note(next(c for c in contexts if c.backend == "OpenGL")))
     if world is None and len(contexts) == 1:   # nothing to reduce: the plain step, no read-back
         def single(arrays, spec):
             return GpuTrainStep(contexts[0], arrays, spec=spec, render_config=config)

@@ -43,6 +43,12 @@ CHECKPOINTS_KEPT = 2
 # A Gaussian this many times larger than the scene (the camera rig's radius) has blown up: healthy
 # runs stay under ~1x (the embedded scene: 0.1x), a 100x learning rate reached 5000x-5e7x.
 EXPLODED_SCALE = 1000.0
+# A model that renders no better than the background alone (its training loss at least this share
+# of the empty image's) while fewer than COLLAPSED_COUNT of its starting Gaussians are left has
+# collapsed: mouse -r 8 at 300x-1000x --lr-scale ended there (loss 0.689 of the empty 0.691, N 152
+# of 4 443, 4.1 dB) and exited 0. Healthy runs stay far below (mouse: 0.09-0.55 after a reset).
+COLLAPSED_LOSS = 0.95
+COLLAPSED_COUNT = 0.1
 # 2: meta carries the run's data/resolution and the dataset's shape; 3: the strategy's name and
 # state, statistics stored by name (format 2 is ADC's three)
 CHECKPOINT_FORMAT = 3
@@ -201,6 +207,22 @@ def check_new_run(dataset, cfg: TrainConfig) -> None:
         raise TrainingError("the dataset has no training views")
 
 
+def empty_image_loss(dataset, cfg: TrainConfig, views: int = 8) -> float:
+    """The image loss of a model that renders nothing (the background alone), averaged over up to
+    ``views`` training views spread over the set: what a model that collapsed to nothing scores."""
+    from ..reference.loss import l1, ssim
+
+    ids = dataset.train_indices
+    pick = sorted({ids[int(k)] for k in np.linspace(0, len(ids) - 1, min(views, len(ids))).round()})
+    lam = cfg.loss.lambda_dssim
+    losses = []
+    for i in pick:
+        gt = np.asarray(dataset.load_image(i), np.float32)
+        empty = np.broadcast_to(np.asarray(cfg.background, np.float32), gt.shape)
+        losses.append((1.0 - lam) * l1(empty, gt) + lam * (1.0 - ssim(empty, gt)))
+    return float(np.mean(losses))
+
+
 def training_observations(dataset) -> int:
     """How many values the training views constrain: three colour channels per pixel."""
     cams = dataset.cameras
@@ -282,10 +304,13 @@ class Trainer:
         """Refuse to write ``what`` from a diverged state: the last good checkpoint stays the latest.
 
         Diverged: a parameter is not finite, or the run collapsed without overflowing (what a 100x
-        learning rate does): the training loss is no lower than at the start while Gaussians grew
-        to over :data:`EXPLODED_SCALE` times the scene (both conditions, so that neither the loss
-        spike after an opacity reset nor one huge background Gaussian of a good run trips it), or
-        nothing is left of the model."""
+        learning rate does on the embedded scene): the training loss is no lower than at the start
+        while Gaussians grew to over :data:`EXPLODED_SCALE` times the scene (both conditions, so
+        that neither the loss spike after an opacity reset nor one huge background Gaussian of a
+        good run trips it), or the model collapsed to nothing: it renders no better than the
+        background alone while pruning left under :data:`COLLAPSED_COUNT` of its starting
+        Gaussians (both, again: the loss after an opacity reset approaches the empty image's, a
+        pruned random initialisation loses most of its points), or nothing is left of it."""
         bad = nonfinite_groups(model)
         problem = f"parameters {', '.join(bad)} are not finite" if bad else None
         if len(model) == 0:
@@ -296,6 +321,12 @@ class Trainer:
                 and now is not None and now >= first):
             problem = (f"the training loss went from {first:.3f} to {now:.3f} while Gaussians grew "
                        f"to {math.exp(min(excess, 700.0)):.0e} times the scene extent")
+        empty, start_n = getattr(self, "empty_loss", None), getattr(self, "initial_n", None)
+        if (not problem and now is not None and empty and start_n
+                and now >= COLLAPSED_LOSS * empty and len(model) < COLLAPSED_COUNT * start_n):
+            problem = (f"the model collapsed: it renders no better than the background alone "
+                       f"(training loss {now:.3f}, the empty image's {empty:.3f}) and {len(model)} "
+                       f"of its {start_n} starting Gaussians are left")
         if problem:
             raise TrainingError(f"{problem} at step {iteration}: training diverged and the {what} "
                                 f"was not written; the last good checkpoint is "
@@ -310,6 +341,7 @@ class Trainer:
         arrays.update({f"stats.{k}": v for k, v in state.stats.items()})
         meta = dict(iteration=iteration, rng=self.rng.bit_generator.state, view_stack=self.view_stack,
                     config=self.cfg.to_dict(), extent=self.extent, run=self.run_info,
+                    initial_gaussians=self.initial_n,
                     dataset=dataset_shape(self.dataset), format=CHECKPOINT_FORMAT,
                     strategy=dict(name=self.strategy.name, state=self.strategy.state_dict()))
         arrays["meta"] = np.frombuffer(json.dumps(meta).encode(), dtype=np.uint8)
@@ -398,6 +430,7 @@ class Trainer:
         if meta is not None:
             self.strategy.load_state_dict(meta["strategy"].get("state", {}))
             self.log(f"resumed from {path} at step {start} with {len(arrays)} Gaussians")
+            self.initial_n = int(meta.get("initial_gaussians") or len(arrays))
         else:
             model = initial_model(self.dataset, cfg, self.rng, self.log, self.strategy)
             try:
@@ -405,6 +438,8 @@ class Trainer:
             except StrategyError as exc:
                 raise TrainingError(str(exc)) from None
             arrays = HostArrays.fresh(model, self.strategy.stat_names)
+            self.initial_n = len(model)
+        self.empty_loss = empty_image_loss(self.dataset, cfg)
         try:
             self.optim = cfg.optim.with_scene(self.extent, cfg.iters).for_batch(cfg.batch_size)
         except ValueError as exc:
