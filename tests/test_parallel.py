@@ -174,12 +174,19 @@ def test_interrupting_mpirun_saves_once_and_resumes(tmp_path, sig):
     mpiexec = shutil.which("mpiexec", path=os.path.dirname(sys.executable)) or shutil.which("mpiexec")
     args = ["train", "--preset", "smoke", "--iters", "20", "-r", "8", "--batch-size", "2",
             "--device", "cpu", "--distributed", "--out", str(out)]
+    scratch = tmp_path / "scratch"           # rank 1 logs into a temp folder: made here
+    scratch.mkdir()
     proc = subprocess.Popen([mpiexec, "-n", "2", sys.executable, str(wrapper), *args],
-                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                            env=dict(os.environ, TMPDIR=str(scratch)))
     try:
         deadline = time.time() + 120
-        log = out / "train.log"
-        while "training steps" not in (log.read_text() if log.exists() else ""):
+
+        def training(log):
+            return "training steps" in (log.read_text() if log.exists() else "")
+
+        # both ranks in their loops (the case: interrupted mid-run)
+        while not (training(out / "train.log") and any(map(training, scratch.glob("*/train.log")))):
             assert proc.poll() is None and time.time() < deadline, proc.communicate()[0]
             time.sleep(0.05)
         proc.send_signal(sig)
