@@ -296,7 +296,7 @@ def test_a_full_disk_is_one_line_naming_the_file_and_the_intact_checkpoint(tmp_p
     ckpts = out / "checkpoints"
     assert_one_line_error(res, f"the disk is full: writing {ckpts / 'ckpt_000004.npz'} failed (No "
                                f"space left on device); the previous checkpoint "
-                               f"{ckpts / 'ckpt_000002.npz'} is intact; free some space, then "
+                               f"{ckpts / 'ckpt_000002.npz'} is intact; free some space, "
                                f"continue with: wgsl_splat train --out {out} --resume latest "
                                f"--device cpu")
     assert os.listdir(ckpts) == ["ckpt_000002.npz"]     # no temp file, nothing half-written

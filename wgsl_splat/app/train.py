@@ -468,11 +468,11 @@ def _write_failed(exc: OSError, checkpoint: str | None, again: str) -> str:
     import errno
 
     full = exc.errno in (errno.ENOSPC, getattr(errno, "EDQUOT", errno.ENOSPC))
-    what = "the disk is full" if full else (exc.strerror or str(exc))
+    failed = f"writing {exc.filename} failed ({exc.strerror or exc})"
     kept = (f"the previous checkpoint {checkpoint} is intact; "
-            f"{'free some space' if full else 'fix that'}, then continue with: {again}"
+            f"{'free some space' if full else 'once it can be written'}, continue with: {again}"
             if checkpoint else "no checkpoint had been written yet")
-    return f"{what}: writing {exc.filename} failed ({exc.strerror}); {kept}"
+    return f"{'the disk is full: ' if full else ''}{failed}; {kept}"
 
 
 class _preview_hook:

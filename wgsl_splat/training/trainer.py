@@ -265,6 +265,7 @@ class Trainer:
         os.makedirs(out_dir, exist_ok=True)
         self._log_file = open(os.path.join(out_dir, "train.log"), "a", buffering=1)
         self.loss_first = self.loss_ema = None
+        self.empty_loss = self.initial_n = None   # set up with the run (the collapse check)
         self.metrics: dict = {}
         self._lpips: Lpips | None = None
         metrics_path = os.path.join(out_dir, "metrics.json")
@@ -321,7 +322,7 @@ class Trainer:
                 and now is not None and now >= first):
             problem = (f"the training loss went from {first:.3f} to {now:.3f} while Gaussians grew "
                        f"to {math.exp(min(excess, 700.0)):.0e} times the scene extent")
-        empty, start_n = getattr(self, "empty_loss", None), getattr(self, "initial_n", None)
+        empty, start_n = self.empty_loss, self.initial_n
         if (not problem and now is not None and empty and start_n
                 and now >= COLLAPSED_LOSS * empty and len(model) < COLLAPSED_COUNT * start_n):
             problem = (f"the model collapsed: it renders no better than the background alone "
