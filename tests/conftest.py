@@ -1,8 +1,57 @@
-"""Shared pytest fixtures."""
+"""Shared pytest fixtures: the GPU adapter and the real test scenes."""
 
 from __future__ import annotations
 
+import os
+from pathlib import Path
+
 import pytest
+
+# Real scenes (photographs with their poses) are not in the repository: they live beside the
+# checkout by default, as ../shared/data/{mouse,fox,lego}.
+DATA_ENV = "WGSL_SPLAT_DATA"
+DEFAULT_DATA = Path(__file__).resolve().parents[1].parent / "shared" / "data"
+
+
+def pytest_addoption(parser):
+    parser.addoption("--data-dir", default=None,
+                     help=f"folder holding the real test scenes mouse/, fox/, lego/ (default: "
+                          f"${DATA_ENV}, else ../shared/data beside the checkout)")
+
+
+def data_dir(config) -> Path:
+    """Where the real test scenes are: --data-dir, else $WGSL_SPLAT_DATA, else ../shared/data."""
+    chosen = config.getoption("--data-dir") or os.environ.get(DATA_ENV)
+    return Path(chosen).expanduser().resolve() if chosen else DEFAULT_DATA
+
+
+def real_scene(config, name: str) -> Path:
+    """The folder of real scene ``name``. Missing: the test is skipped with one line that says
+    what is missing and how to get it -- except under CI (CI=true), where the quality tests must
+    never silently stop running, so it fails."""
+    path = data_dir(config) / name
+    if path.is_dir():
+        return path
+    msg = (f"real test scene '{name}' not found at {path}: set {DATA_ENV} (or pytest --data-dir) to "
+           f"the folder holding mouse/, fox/, lego/ (where to get them: README.md, 'Test data')")
+    if os.environ.get("CI", "").strip().lower() in ("true", "1"):
+        pytest.fail(f"{msg}; CI=true, so a missing data folder fails the run", pytrace=False)
+    pytest.skip(msg)
+
+
+@pytest.fixture(scope="session")
+def mouse_dir(request) -> Path:
+    return real_scene(request.config, "mouse")
+
+
+@pytest.fixture(scope="session")
+def fox_dir(request) -> Path:
+    return real_scene(request.config, "fox")
+
+
+@pytest.fixture(scope="session")
+def lego_dir(request) -> Path:
+    return real_scene(request.config, "lego")
 
 
 def pytest_configure(config):

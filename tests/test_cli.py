@@ -54,6 +54,7 @@ def test_bad_ply_is_a_clear_error(tmp_path):
     result = CliRunner().invoke(main, ["render", str(bad), "--out", str(tmp_path / "o")])
     assert result.exit_code == 1
     assert "lacks properties" in result.output and "Traceback" not in result.output
+    assert result.output.count(str(bad)) == 1, result.output   # the path once, not repeated
 
 
 def test_gradcheck_command_passes_and_fails_loudly():
@@ -220,3 +221,60 @@ def test_a_bad_image_stops_training_before_step_1(tmp_path):
     assert result.exit_code == 1 and "Traceback" not in result.output
     assert "cannot decode image" in result.output and "img_08.png" in result.output
     assert "Training" not in result.output and not (tmp_path / "run" / "train.log").exists()
+
+
+def _camera_file(path, names, size=(24, 16)):
+    import json
+
+    from wgsl_splat.camera import Camera
+
+    cam = Camera.look_at((0.0, -3.0, 2.0), (0.0, 0.0, 0.3), (0.0, 0.0, -1.0), width=24, height=16)
+    path.write_text(json.dumps([dict(world_to_camera=cam.world_to_camera.tolist(), fx=cam.fx,
+                                     fy=cam.fy, cx=cam.cx, cy=cam.cy, width=size[0],
+                                     height=size[1], name=name) for name in names]))
+    return str(path)
+
+
+def test_render_refuses_two_cameras_writing_one_file(tmp_path):
+    """Two cameras of one name would write one PNG (the second replacing the first)."""
+    out = tmp_path / "out"
+    for names, message in ((["front", "side", "front"], "two cameras are named 'front'"),
+                           (["a.png", "a.jpg"], "cameras 'a.png' and 'a.jpg' would both be "
+                                                "written to a.png")):
+        cams = _camera_file(tmp_path / "cams.json", names)
+        result = CliRunner().invoke(main, ["render", "--camera", cams, "--out", str(out),
+                                           "--device", "cpu"])
+        assert result.exit_code == 1 and message in result.output, result.output
+        assert "give each its own name" in result.output and "Traceback" not in result.output
+        assert not out.exists()
+
+
+@pytest.mark.parametrize("device", ["cpu", "gpu"])
+def test_render_refuses_a_huge_camera_in_one_line_on_both_paths(tmp_path, device):
+    """100 000 x 100 000 pixels: the NumPy path died of a 112 GiB allocation; both paths refuse it
+    with the same rule, before anything is rendered or written."""
+    cams = _camera_file(tmp_path / "cams.json", ["small", "huge"], size=(100_000, 100_000))
+    out = tmp_path / "out"
+    result = CliRunner().invoke(main, ["render", "--camera", cams, "--out", str(out),
+                                       "--device", device])
+    assert result.exit_code == 1 and "Traceback" not in result.output, result.output
+    assert ("camera 'small': its 100000x100000 image (10000 megapixels) is beyond what "
+            f"{device}" in result.output), result.output
+    assert len(result.output.strip().splitlines()[-1]) < 300 and not out.exists()
+
+
+def test_a_full_disk_while_rendering_is_one_line(tmp_path, monkeypatch):
+    """ENOSPC while a PNG is written (as on a full tmpfs): one line naming the file."""
+    import errno
+
+    from wgsl_splat import atomic_io
+
+    def full(path):   # no room left even for the temp file's name
+        raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC), path + ".0123456789ab.tmp")
+
+    monkeypatch.setattr(atomic_io, "_open_temp", full)
+    result = CliRunner().invoke(main, ["render", "--limit", "1", "-r", "8", "--device", "cpu",
+                                       "--out", str(tmp_path)])
+    assert result.exit_code == 1 and "Traceback" not in result.output, result.output
+    assert (f"the disk is full: writing {tmp_path / 'view_000.png'} failed; files written before "
+            f"it are intact") in result.output, result.output

@@ -20,10 +20,6 @@ from wgsl_splat.data.colmap import CAMERA_MODELS, qvec_to_rotmat, read_model
 from wgsl_splat.data.datasets import DatasetError, load_dataset
 from wgsl_splat.data.images import Distortion, read_image, resize_area, undistort_image
 
-DATA = Path(__file__).resolve().parents[1] / ".." / "shared" / "data"
-MOUSE, FOX = DATA / "mouse", DATA / "fox"
-needs_data = pytest.mark.skipif(not (MOUSE / "sparse").is_dir() or not (FOX / "images").is_dir(),
-                                reason="shared real scenes not present")
 
 
 @pytest.fixture
@@ -132,11 +128,10 @@ def write_colmap_txt(folder: Path, cams, imgs, pts) -> None:
 # ------------------------------------------------------------------------------------ real data
 
 @pytest.fixture(scope="module")
-def mouse(tmp_path_factory):
-    return load_dataset(MOUSE, resolution=4, cache_dir=tmp_path_factory.mktemp("mouse_cache"))
+def mouse(tmp_path_factory, mouse_dir):
+    return load_dataset(mouse_dir, resolution=4, cache_dir=tmp_path_factory.mktemp("mouse_cache"))
 
 
-@needs_data
 def test_mouse_r4_cameras_points_and_skip_note(mouse):
     assert mouse.kind == "colmap" and len(mouse.cameras) == 56
     assert [c.name for c in mouse.cameras] == sorted(c.name for c in mouse.cameras)
@@ -154,11 +149,10 @@ def test_mouse_r4_cameras_points_and_skip_note(mouse):
     assert np.all(lo < hi)
 
 
-@needs_data
-def test_mouse_sfm_points_reproject_onto_their_keypoints(mouse):
+def test_mouse_sfm_points_reproject_onto_their_keypoints(mouse, mouse_dir):
     """Pose convention check: every point projects in front of the cameras that observe it, inside
     the frame, onto the keypoint COLMAP matched (scaled to -r 4)."""
-    model = read_model(MOUSE / "sparse" / "0")
+    model = read_model(mouse_dir / "sparse" / "0")
     by_name = {im.name: im for im in model.images.values()}
     index = {pid: k for k, pid in enumerate(model.points.ids)}
     inside, errors, total = 0, [], 0
@@ -176,9 +170,8 @@ def test_mouse_sfm_points_reproject_onto_their_keypoints(mouse):
     assert np.median(errors) < 0.5  # pixels at -r 4 (COLMAP's mean error is ~0.5 px full size)
 
 
-@needs_data
-def test_mouse_eval_split_and_mixed_size_images():
-    d = load_dataset(MOUSE, resolution=4, eval_split=True)
+def test_mouse_eval_split_and_mixed_size_images(mouse_dir):
+    d = load_dataset(mouse_dir, resolution=4, eval_split=True)
     assert d.test_indices == list(range(0, 56, 8))
     assert sorted(d.train_indices + d.test_indices) == list(range(56))
     assert [c.name for c in d.test_cameras] == sorted(c.name for c in d.cameras)[::8]
@@ -190,19 +183,17 @@ def test_mouse_eval_split_and_mixed_size_images():
         assert img.dtype == np.float32 and 0 <= img.min() and img.max() <= 1 and img.std() > 0.01
 
 
-@needs_data
-def test_read_only_data_folder_falls_back_to_user_cache(private_user_cache):
-    d = load_dataset(MOUSE, resolution=4)
+def test_read_only_data_folder_falls_back_to_user_cache(private_user_cache, mouse_dir):
+    d = load_dataset(mouse_dir, resolution=4)
     d.load_image(0)
     assert d.stats["cache_writes"] == 1
     assert private_user_cache in d.cache_dir.parents
     assert len(list(d.cache_dir.glob("*.png"))) == 1
-    assert not (MOUSE / ".wgsl_splat_cache").exists()
+    assert not (mouse_dir / ".wgsl_splat_cache").exists()
 
 
-@needs_data
-def test_fox_r4_undistorted_cameras_look_at_common_point(tmp_path):
-    d = load_dataset(FOX, resolution=4, cache_dir=tmp_path)
+def test_fox_r4_undistorted_cameras_look_at_common_point(tmp_path, fox_dir):
+    d = load_dataset(fox_dir, resolution=4, cache_dir=tmp_path)
     assert d.kind == "nerf" and len(d.cameras) == 67 and d.points is None
     assert {(c.width, c.height) for c in d.cameras} == {(270, 480)}
     assert d.cameras[0].name == "0001.jpg"
@@ -660,3 +651,36 @@ def test_undistort_recovers_pinhole_image():
     assert np.abs(out - truth)[valid].max() < 4e-3
     assert np.abs(distorted[:, :, 0] - truth)[valid].max() > 0.05  # the lens did matter
     assert np.abs(out - pattern(ud + 0.5, vd))[valid].max() > 0.01  # half-pixel shifts show up
+
+
+def test_colmap_image_name_used_twice_is_refused(tmp_path, rng):
+    """Two registered images of one file: an error naming it, not a silent 'unregistered' image."""
+    cams, imgs, pts = make_colmap(tmp_path, rng, n_images=3)
+    imgs[3] = imgs[3][:3] + (imgs[2][3],) + imgs[3][4:]     # image 3 also claims img_01.png
+    write_colmap_bin(tmp_path / "sparse" / "0", cams, imgs, pts)
+    with pytest.raises(DatasetError) as e:
+        load_dataset(tmp_path)
+    assert "images 2 and 3 are both named 'img_01.png'" in _one_line(e)
+
+
+@pytest.mark.parametrize("ci", ["", "true"])
+def test_missing_real_data_skips_in_one_line_and_fails_under_ci(tmp_path, ci):
+    """The real scenes live outside the repository ($WGSL_SPLAT_DATA, default ../shared/data):
+    absent, the tests that need them are skipped with one line saying what is missing and how to
+    get it; under CI=true that fails the run, so the quality tests never silently stop running."""
+    import subprocess
+    import sys
+
+    env = {k: v for k, v in os.environ.items() if k not in ("CI", "PYTEST_ADDOPTS")}
+    env.update(WGSL_SPLAT_DATA=str(tmp_path), **({"CI": ci} if ci else {}))
+    test = Path(__file__).with_name("test_datasets.py")
+    r = subprocess.run([sys.executable, "-m", "pytest", "-q", "-rs", "-p", "no:cacheprovider",
+                        f"{test}::test_fox_r4_undistorted_cameras_look_at_common_point"],
+                       capture_output=True, text=True, env=env, cwd=tmp_path, timeout=120)
+    line = (f"real test scene 'fox' not found at {tmp_path / 'fox'}: set WGSL_SPLAT_DATA (or "
+            f"pytest --data-dir) to the folder holding mouse/, fox/, lego/")
+    assert line in r.stdout, r.stdout
+    if ci:
+        assert r.returncode == 1 and "CI=true, so a missing data folder fails the run" in r.stdout
+    else:
+        assert r.returncode == 0 and "1 skipped" in r.stdout, r.stdout

@@ -96,6 +96,8 @@ def test_signals_save_a_checkpoint_and_the_named_ply(tmp_path, sig, code):
     assert (out / "point_cloud" / f"iteration_{step}" / "point_cloud.ply").is_file()
     assert (out / "checkpoints" / f"ckpt_{step:06d}.npz").is_file()
     assert "--resume latest" in output and "Traceback" not in output
+    assert (f"Continue with: {sys.executable} -m wgsl_splat train --out {out} --resume latest "
+            f"--device cpu\n") in output, output
 
 
 def _read(path):
@@ -175,3 +177,130 @@ def test_resume_from_an_older_checkpoint_of_the_same_run_is_refused(tmp_path):
     run(tmp_path, cfg)
     with pytest.raises(TrainingError, match="not the newest checkpoint of this run"):
         run(tmp_path, cfg, resume=str(tmp_path / "checkpoints" / "ckpt_000004.npz"))
+
+
+def test_a_fallback_is_logged_and_done_counts_this_sessions_steps(tmp_path):
+    """--resume latest past a damaged checkpoint: the fall-back is printed and in train.log, and
+    the done: line counts the steps this session trained, not the ones before the resume."""
+    from wgsl_splat.training.config import preset
+
+    cfg = preset("smoke")
+    cfg.iters, cfg.checkpoint_every, cfg.eval_at, cfg.save_at = 4, 1, (4,), (4,)
+    dataset = default_dataset(resolution=8, eval_split=False, background=cfg.background)
+    trainer = Trainer(dataset, cfg, str(tmp_path), cpu_factory, log=lambda m: None,
+                      run_info=dict(data="default", resolution=8, eval_split=False, preset="smoke"))
+    summary = trainer.run()
+    trainer.close()
+    assert summary["iterations"] == 4
+    newest = tmp_path / "checkpoints" / "ckpt_000004.npz"
+    newest.write_bytes(newest.read_bytes()[:100])        # cut short
+    res = CliRunner().invoke(main, ["train", "--out", str(tmp_path), "--resume", "latest",
+                                    "--device", "cpu"])
+    assert res.exit_code == 0, res.output
+    assert "ckpt_000004.npz is damaged" in res.output
+    log = (tmp_path / "train.log").read_text()
+    assert "ckpt_000004.npz is damaged" in log and "trying the one before" in log
+    assert "done: 4 steps in" in log and "done: 1 steps (4..4) in" in log
+
+
+def test_what_can_be_refused_is_refused_before_anything_is_written(tmp_path):
+    out = tmp_path / "run"
+    assert_one_line_error(train(out, "--batch-size", "10", "--iters", "1"), "batch size 10: must be 1..9")
+    assert not out.exists()
+    res = train(out, "--strategy", "mcmc", "--cap-max", "100", "--iters", "1")
+    assert_one_line_error(res, "--cap-max 100 is below the 3000 Gaussians the run starts with")
+    assert "decoding images" not in res.output and "init:" not in res.output
+    assert os.listdir(out) == [".lock"]
+    res = train(out, "--strategy", "mcmc", "--cap-max", "3000", "--iters", "1")   # corrected
+    assert res.exit_code == 0, res.output
+
+
+def test_a_run_that_wrote_no_checkpoint_does_not_block_its_out(tmp_path):
+    """A run that stopped before its first checkpoint (here: its log, cfg.json and an empty
+    checkpoints folder, as a failure in initialisation leaves them) cannot be resumed and holds
+    nothing to lose: the same command trains there, its log goes on."""
+    out = tmp_path / "run"
+    (out / "checkpoints").mkdir(parents=True)
+    (out / "train.log").write_text("00:00:00 init: 3000 points from the scene's point cloud\n")
+    (out / "cfg.json").write_text("{}")
+    assert_one_line_error(train(out, "--resume", "latest"),
+                          "the run stopped before writing one; start it again without --resume")
+    res = train(out, "--iters", "1")
+    assert res.exit_code == 0, res.output
+    assert "stopped before its first checkpoint" in res.output
+    log = (out / "train.log").read_text()
+    assert log.startswith("00:00:00 init: 3000 points") and "done: 1 steps" in log
+    assert json.loads((out / "cfg.json").read_text())["iters"] == 1
+    (out / "checkpoints" / "ckpt_000001.npz").unlink()    # a PLY is left: that run is refused
+    assert_one_line_error(train(out, "--iters", "1"), "is not empty")
+
+
+def test_the_resume_command_continues_the_same_run(monkeypatch):
+    """What the interrupt prints: the devices, the path, MPI and the data stay (following a command
+    that dropped --devices 0,0 trained on one device)."""
+    import shlex
+    import types
+
+    from wgsl_splat.app.train import resume_command
+
+    monkeypatch.setattr(sys, "argv", ["/x/venv/lib/python3/site-packages/wgsl_splat/__main__.py"])
+    run = dict(data="/data/my scene", resolution=4, eval_split=True, preset="fast")
+    cmd = shlex.split(resume_command("runs/a", run, "gpu", "llvm", "0,0", None, True))
+    assert cmd == [sys.executable, "-m", "wgsl_splat", "train", "/data/my scene", "--out", "runs/a",
+                   "--resume", "latest", "--device", "gpu", "--adapter", "llvm", "--devices", "0,0",
+                   "--preview"]
+    monkeypatch.setattr(sys, "argv", ["/x/venv/bin/wgsl_splat"])
+    world = types.SimpleNamespace(size=4, rank=0)
+    cmd = shlex.split(resume_command("o", dict(run, data="default"), "auto", None, None, world, False))
+    assert cmd == ["mpirun", "-n", "4", "/x/venv/bin/wgsl_splat", "train", "--out", "o", "--resume",
+                   "latest", "--distributed"]
+
+
+def test_a_full_disk_is_one_line_naming_the_file_and_the_intact_checkpoint(tmp_path, monkeypatch):
+    """The disk fills up while the step-4 checkpoint is written (ENOSPC from the write, as a 3 MB
+    tmpfs gives it): one line with the file and the checkpoint that is intact, no temp file left,
+    and the run continues from that checkpoint."""
+    import errno
+
+    from wgsl_splat import atomic_io
+    from wgsl_splat.app import train as train_cmd
+
+    real_open_temp, real_configure = atomic_io._open_temp, train_cmd.configure
+
+    class FullDisk:
+        def __init__(self, f):
+            self.f = f
+
+        def write(self, data):
+            raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+
+        def __enter__(self):
+            return self
+
+        def __exit__(self, *exc):
+            self.f.close()
+
+    def open_temp(path):
+        tmp, f = real_open_temp(path)
+        return (tmp, FullDisk(f)) if os.path.basename(path) == "ckpt_000004.npz" else (tmp, f)
+
+    def configure(*args):
+        cfg = real_configure(*args)
+        cfg.checkpoint_every = 2
+        return cfg
+
+    monkeypatch.setattr(atomic_io, "_open_temp", open_temp)
+    monkeypatch.setattr(train_cmd, "configure", configure)
+    out = tmp_path / "run"
+    res = train(out, "--iters", "4")
+    ckpts = out / "checkpoints"
+    assert_one_line_error(res, f"the disk is full: writing {ckpts / 'ckpt_000004.npz'} failed (No "
+                               f"space left on device); the previous checkpoint "
+                               f"{ckpts / 'ckpt_000002.npz'} is intact; free some space, "
+                               f"continue with: wgsl_splat train --out {out} --resume latest "
+                               f"--device cpu")
+    assert os.listdir(ckpts) == ["ckpt_000002.npz"]     # no temp file, nothing half-written
+    monkeypatch.setattr(atomic_io, "_open_temp", real_open_temp)   # space freed
+    res = CliRunner().invoke(main, ["train", "--out", str(out), "--resume", "latest", "--device", "cpu"])
+    assert res.exit_code == 0, res.output
+    assert sorted(os.listdir(ckpts)) == ["ckpt_000002.npz", "ckpt_000004.npz"]

@@ -118,6 +118,30 @@ class ExplodesAfter(CpuTrainStep):
         return super().step_batch(views, active_sh_degree, noise)
 
 
+class CollapsesToNothing(CpuTrainStep):
+    """A run that collapses to nothing without overflowing, as 300x-1000x learning rates do on
+    mouse -r 8 (measured: the loss of the bare background, N 4 443 -> 152, 4.1 dB, exit 0): 95 %
+    of the Gaussians are transparent (pruned at the first densification), the rest faint and far
+    away, so every view renders as the background."""
+
+    def step_batch(self, views, active_sh_degree=None, noise=None):
+        m = self.model
+        if len(m) == 600:
+            m.opacity_logits[:570] = -20.0
+            m.opacity_logits[570:] = -4.6       # 0.01: kept, barely visible
+        m.means[:] = 1e4
+        return super().step_batch(views, active_sh_degree, noise)
+
+
+def test_a_collapse_to_nothing_stops_the_run(tmp_path):
+    with pytest.raises(TrainingError, match="the model collapsed: it renders no better than the "
+                       "background alone .* and 30 of its 600 starting Gaussians are left at "
+                       "step 8: training diverged and the checkpoint was not written; the last "
+                       "good checkpoint is none"):
+        run(tmp_path, tiny_config(16), factory=lambda a, s: CollapsesToNothing(a, spec=s))
+    assert not (tmp_path / "checkpoints").exists() and not (tmp_path / "point_cloud").exists()
+
+
 @pytest.mark.parametrize("step_class, good, why", [
     (NaNAfter, [8], "parameters means are not finite"),
     (ExplodesAfter, [8], "times the scene extent at step 16: training diverged")])
@@ -240,14 +264,16 @@ def test_eval_command_re_evaluates_a_run(tmp_path):
 
 def test_evaluation_on_a_reset_step_sees_the_model_before_the_reset(tmp_path):
     """3DGS order: evaluate (and save) before the step's densification and opacity reset."""
-    cfg = tiny_config(12)
-    cfg.eval_at = (12,)
+    cfg = tiny_config(14)          # the reset step is not the last (none follows the last step)
+    cfg.eval_at = cfg.save_at = (12, 14)
     cfg.strategies["adc"].opacity_reset_every = 12
     cfg.strategies["adc"].stop = 20
-    trainer, _, _ = run(tmp_path, cfg)
+    after = {}
+    run(tmp_path, cfg, on_step=lambda it, tr: it == 12 and after.setdefault(
+        "opacities", tr.step.get_model().opacities.copy()))
     ply = load_ply(tmp_path / "point_cloud" / "iteration_12" / "point_cloud.ply")
     assert np.median(ply.opacities) > 0.011, "the saved model was taken after the reset"
-    assert np.all(trainer.step.get_model().opacities <= 0.0101)   # the reset did happen after
+    assert np.all(after["opacities"] <= 0.0101)   # the reset did happen after
 
 
 def test_white_background_resets_opacity_at_the_first_densification(tmp_path):
@@ -273,3 +299,36 @@ def test_white_background_resets_opacity_at_the_first_densification(tmp_path):
         log = (tmp_path / str(reset) / "train.log").read_text()
         assert ("step 4: opacity reset" in log) == reset
         assert (seen["max_opacity"] <= 0.0101) == reset, seen
+
+
+def test_a_one_image_scene_never_labels_its_training_image_held_out(tmp_path):
+    """--eval on one image: the only view is trained on, so its metric is a training metric."""
+    from PIL import Image
+
+    pixels = np.random.default_rng(0).integers(0, 256, (24, 32, 3), dtype=np.uint8)
+    Image.fromarray(pixels).save(tmp_path / "photo.png")
+    out = tmp_path / "run"
+    result = CliRunner().invoke(main, ["train", str(tmp_path / "photo.png"), "--eval", "--preset",
+                                       "smoke", "--iters", "2", "--device", "cpu", "--out", str(out)])
+    assert result.exit_code == 0, result.output
+    assert "Training 1 views (0 held out)" in result.output
+    final = json.loads((out / "metrics.json").read_text())["iteration_2"]
+    assert final["split"] == "train" and final["views"] == 1
+    assert "on 1 train views" in final["line"] and not (out / "test").exists()
+    result = CliRunner().invoke(main, ["eval", str(out), "--device", "cpu"])
+    assert result.exit_code == 0, result.output
+    assert json.loads((out / "metrics.json").read_text())["eval_iteration_2"]["split"] == "train"
+
+
+def test_a_densification_step_at_the_end_leaves_one_final_state(tmp_path):
+    """The last step falls on the densification schedule: the final PLY, the final checkpoint and
+    the summary hold the same model (the PLY held the state before a last densification)."""
+    cfg = tiny_config(16)          # ADC every 4 steps from 4 to 20: step 16 is on the schedule
+    trainer, summary, _ = run(tmp_path, cfg)
+    ply = load_ply(tmp_path / "point_cloud" / "iteration_16" / "point_cloud.ply")
+    _, arrays = Trainer.load_checkpoint(str(tmp_path / "checkpoints" / "ckpt_000016.npz"))
+    assert len(ply) == len(arrays.model) == summary["num_gaussians"]
+    for name, x in ply.arrays().items():
+        np.testing.assert_array_equal(x, arrays.model.arrays()[name], err_msg=name)
+    assert "step 16: densify" not in (tmp_path / "train.log").read_text()
+    assert "step 12: densify" in (tmp_path / "train.log").read_text()

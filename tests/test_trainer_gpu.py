@@ -3,7 +3,6 @@ resume, and a short run on a real scene whose held-out PSNR must rise."""
 
 import json
 import os
-from pathlib import Path
 
 import numpy as np
 import pytest
@@ -13,8 +12,6 @@ from test_trainer import run, tiny_config
 from wgsl_splat.app.cli import main
 from wgsl_splat.data.ply import load_ply
 from wgsl_splat.gpu.step import GpuTrainStep
-
-MOUSE = Path(__file__).resolve().parents[2] / "shared" / "data" / "mouse"
 
 
 @pytest.fixture
@@ -54,11 +51,11 @@ def test_gpu_resume_continues_within_atomic_noise(tmp_path, gpu_factory):
 
 
 @pytest.mark.slow
-def test_real_scene_short_run_raises_test_psnr(tmp_path):
+def test_real_scene_short_run_raises_test_psnr(tmp_path, mouse_dir):
     """mouse (COLMAP, two image sizes, 3 unregistered images) at -r 8 on the GPU path: held-out
     PSNR after 200 steps must clearly beat the initial point cloud's."""
     out = tmp_path / "mouse"
-    res = CliRunner().invoke(main, ["train", str(MOUSE), "-r", "8", "--eval", "--preset", "smoke",
+    res = CliRunner().invoke(main, ["train", str(mouse_dir), "-r", "8", "--eval", "--preset", "smoke",
                                     "--iters", "200", "--eval-at", "1,200", "--device", "gpu",
                                     "--opacity-reset-every", "1000",   # no reset right before eval
                                     "--out", str(out)])
@@ -72,11 +69,8 @@ def test_real_scene_short_run_raises_test_psnr(tmp_path):
     assert os.path.isfile(out / "point_cloud" / "iteration_200" / "point_cloud.ply")
 
 
-LEGO = Path(__file__).resolve().parents[2] / "shared" / "data" / "lego"
-
-
 @pytest.mark.slow
-def test_lego_short_run_reaches_its_measured_quality(tmp_path):
+def test_lego_short_run_reaches_its_measured_quality(tmp_path, lego_dir):
     """NeRF-synthetic lego at -r 16 (50×50), the smoke schedule, on the GPU path, evaluated on the
     200 standard test views: a regression in the trainer's quality fails here.
 
@@ -84,7 +78,7 @@ def test_lego_short_run_reaches_its_measured_quality(tmp_path):
     synthetic-scene init and the white-background reset (the camera-derived ±2 cube, saturated
     random colours) the same run scored 19.53 dB. The floor leaves 0.65 dB of margin."""
     out = tmp_path / "lego"
-    res = CliRunner().invoke(main, ["train", str(LEGO), "-r", "16", "--white-background", "--eval",
+    res = CliRunner().invoke(main, ["train", str(lego_dir), "-r", "16", "--white-background", "--eval",
                                     "--preset", "smoke", "--seed", "0", "--device", "gpu",
                                     "--out", str(out)])
     assert res.exit_code == 0, res.output
@@ -142,3 +136,19 @@ def test_view_size_beyond_the_adapter_is_one_line(tmp_path):
     res = CliRunner().invoke(main, ["view", str(tmp_path / "m.ply"), "--size", "40000x40000"])
     assert res.exit_code == 1 and "Traceback" not in res.output
     assert "--size 40000x40000 is beyond this adapter: at most" in res.output
+
+
+def test_training_on_the_opengl_adapter_says_so_and_what_would_be_faster(tmp_path):
+    """wgpu's OpenGL adapter (its pick without a Vulkan driver): train names it and says that a
+    Vulkan or Metal adapter would be faster."""
+    from wgsl_splat.gpu.runtime import list_adapters
+
+    if not any(a.info.get("backend_type") == "OpenGL" for a in list_adapters()):
+        pytest.skip("no OpenGL adapter here (Mesa's llvmpipe gives one beside lavapipe)")
+    res = CliRunner().invoke(main, ["train", "--adapter", "OpenGL", "--device", "gpu", "--preset",
+                                    "smoke", "--iters", "1", "-r", "8", "--out", str(tmp_path)])
+    assert res.exit_code == 0, res.output
+    assert "Using GPU adapter: " in res.output and ", OpenGL)" in res.output
+    assert ("note: this is wgpu's OpenGL adapter, without float atomics and subgroups: the shaders "
+            "take their slower paths. A Vulkan adapter") in res.output, res.output
+    assert "or Metal would be faster" in res.output

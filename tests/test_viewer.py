@@ -60,6 +60,17 @@ def scene():
     return model, cam
 
 
+@pytest.fixture
+def presents(gpu_ctx):
+    """The default adapter can present a window; skipped with its reason when it cannot (wgpu's
+    OpenGL adapter)."""
+    from wgsl_splat.app.viewer import window_refused
+
+    why = window_refused(gpu_ctx)
+    if why:
+        pytest.skip(why)
+
+
 def make_viewer(gpu_ctx, model, cam, **kw):
     from wgsl_splat.app.viewer import Viewer
 
@@ -69,7 +80,7 @@ def make_viewer(gpu_ctx, model, cam, **kw):
     return Viewer(gpu_ctx, renderer, orbit, size=(160, 120), **kw), renderer
 
 
-def test_window_image_matches_the_offscreen_render(display, gpu_ctx, scene):
+def test_window_image_matches_the_offscreen_render(display, gpu_ctx, presents, scene):
     model, cam = scene
     viewer, renderer = make_viewer(gpu_ctx, model, cam, background=(0.1, 0.2, 0.3))
     try:
@@ -86,7 +97,7 @@ def test_window_image_matches_the_offscreen_render(display, gpu_ctx, scene):
         viewer.close()
 
 
-def test_input_events_move_the_camera(display, gpu_ctx, scene, tmp_path):
+def test_input_events_move_the_camera(display, gpu_ctx, presents, scene, tmp_path):
     import glfw
 
     model, cam = scene
@@ -142,7 +153,7 @@ def test_input_events_move_the_camera(display, gpu_ctx, scene, tmp_path):
         viewer.close()
 
 
-def test_view_command_screenshot(display, tmp_path, scene):
+def test_view_command_screenshot(display, presents, tmp_path, scene):
     model, _ = scene
     save_ply(tmp_path / "m.ply", model)
     out = tmp_path / "shot.png"
@@ -174,7 +185,7 @@ def test_train_preview_without_display_warns_and_trains(tmp_path, monkeypatch):
     assert (tmp_path / "point_cloud" / "iteration_6" / "point_cloud.ply").is_file()
 
 
-def test_closing_the_preview_does_not_stop_training(display, tmp_path, monkeypatch):
+def test_closing_the_preview_does_not_stop_training(display, presents, tmp_path, monkeypatch):
     import glfw
 
     from wgsl_splat.app import viewer as viewer_module
@@ -206,7 +217,7 @@ def test_closing_the_preview_does_not_stop_training(display, tmp_path, monkeypat
     assert Path(tmp_path / "checkpoints").is_dir()
 
 
-def test_view_command_renders_in_the_models_mode(display, gpu_ctx, tmp_path, scene):
+def test_view_command_renders_in_the_models_mode(display, gpu_ctx, presents, tmp_path, scene):
     """An antialiased PLY is shown antialiased (its screenshot is the antialiased offscreen render,
     not the classic one); --classic overrides it with a warning."""
     import imageio.v3 as iio
@@ -233,3 +244,18 @@ def test_view_command_renders_in_the_models_mode(display, gpu_ctx, tmp_path, sce
         other = "classic" if mode == "antialiased" else "antialiased"
         err, err_other = (np.abs(shot - renders[m]).max() for m in (mode, other))
         assert err <= 1.5 / 255 < err_other, (mode, err, err_other)
+
+
+def test_view_on_an_adapter_that_cannot_present_is_one_line(display, tmp_path, scene):
+    """wgpu's OpenGL adapter aborted the process configuring the window's surface: refused."""
+    from wgsl_splat.gpu.runtime import list_adapters
+
+    if not any(a.info.get("backend_type") == "OpenGL" for a in list_adapters()):
+        pytest.skip("no OpenGL adapter here (Mesa's llvmpipe gives one beside lavapipe)")
+    model, _ = scene
+    save_ply(tmp_path / "m.ply", model)
+    res = subprocess.run([sys.executable, "-m", "wgsl_splat", "view", str(tmp_path / "m.ply"),
+                          "--adapter", "OpenGL", "--screenshot", str(tmp_path / "s.png")],
+                         capture_output=True, text=True, timeout=120)
+    assert res.returncode == 1 and "Traceback" not in res.stderr, res.stderr
+    assert "the window cannot present from wgpu's OpenGL adapter" in res.stderr

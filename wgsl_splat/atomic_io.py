@@ -36,16 +36,22 @@ def _open_temp(path: str):
 def atomic_open(path):
     """``with atomic_open(path) as f: f.write(...)`` — the file appears only if the block succeeds."""
     path = os.fspath(path)
-    tmp, f = _open_temp(path)
+    try:
+        tmp, f = _open_temp(path)
+    except OSError as exc:   # name the file being written, not its temp file
+        exc.filename = path
+        raise
     try:
         with f:
             yield f
             f.flush()
             os.fsync(f.fileno())  # bytes on disk before the rename makes them visible
         os.replace(tmp, path)
-    except BaseException:
+    except BaseException as exc:
         with contextlib.suppress(OSError):
             os.unlink(tmp)
+        if isinstance(exc, OSError) and exc.errno is not None and exc.filename is None:
+            exc.filename = path   # a failed write (a full disk) says which file it was writing
         raise
 
 

@@ -18,11 +18,17 @@ class SplatGroup(click.Group):
     def invoke(self, ctx):
         try:
             return super().invoke(ctx)
-        except Exception as exc:  # noqa: BLE001 - only GpuError is converted, the rest re-raised
+        except Exception as exc:  # noqa: BLE001 - only GpuError and a full disk are converted
+            import errno
+
             from ..gpu.runtime import GpuError
 
             if isinstance(exc, GpuError):
                 raise click.ClickException(f"GPU error: {exc}\n(--device cpu runs the NumPy path)") from None
+            if isinstance(exc, OSError) and exc.errno in (errno.ENOSPC, getattr(errno, "EDQUOT", 0)):
+                # any command's output (render's PNGs, eval's metrics); writes are atomic
+                raise click.ClickException(f"the disk is full: writing {exc.filename} failed; "
+                                           f"files written before it are intact") from None
             raise
 
 

@@ -99,8 +99,8 @@ def load_model_and_mode(path, drop_nonfinite: bool = False) -> tuple[GaussianMod
         model, mode = load_ply_with_mode(path, drop_nonfinite=drop_nonfinite, notes=notes)
     except NonFinitePlyError as exc:
         raise UserError(f"{exc}; --drop-nonfinite leaves them out") from None
-    except PlyError as exc:
-        raise UserError(f"{path}: {exc}") from None
+    except PlyError as exc:   # its message starts with the path already
+        raise UserError(str(exc)) from None
     for note in notes:
         click.echo(f"note: {note}")
     return model, mode
@@ -123,9 +123,22 @@ def gpu_context(device: str, adapter_filter: str | None = None, echo=None, why: 
     from ..gpu.runtime import GpuError, select_device
 
     try:
-        return select_device(device, adapter_filter, echo=echo)
+        ctx = select_device(device, adapter_filter, echo=echo)
     except GpuError as exc:
         raise UserError(f"{why}: {exc}" if why else str(exc)) from None
+    if ctx is not None and echo is not None and ctx.backend == "OpenGL":
+        echo(opengl_note(ctx))
+    return ctx
+
+
+def opengl_note(ctx) -> str:
+    """What wgpu's OpenGL adapter (its choice when no Vulkan driver is installed) costs."""
+    missing = [f for f, has in (("float atomics", ctx.has_float_atomics),
+                                ("subgroups", ctx.has_subgroups)) if not has]
+    lacks = f", without {' and '.join(missing)}" if missing else ""
+    return (f"note: this is wgpu's OpenGL adapter{lacks}: the shaders take their slower paths. A "
+            f"Vulkan adapter (Linux: mesa-vulkan-drivers, or the GPU's Vulkan driver) or Metal "
+            f"would be faster; see `wgsl_splat devices`")
 
 
 def upload_to_gpu(renderer, model, way_out: str) -> None:
@@ -138,12 +151,57 @@ def upload_to_gpu(renderer, model, way_out: str) -> None:
         raise UserError(f"{exc}: {way_out}") from None
 
 
+# The NumPy path's image memory: the float32 image, the 8-bit copy and the PNG being encoded
+# (measured: 18 bytes a pixel more at 9 than at 1 megapixel), rounded up.
+CPU_BYTES_PER_PIXEL = 24
+
+
+def host_memory_bytes() -> int | None:
+    """This machine's physical memory (None where the platform does not say)."""
+    try:
+        return int(os.sysconf("SC_PHYS_PAGES")) * int(os.sysconf("SC_PAGE_SIZE"))
+    except (AttributeError, ValueError, OSError):
+        return None
+
+
+def image_limit(ctx) -> tuple[int | None, int | None, str]:
+    """``(most pixels, longest side, why)`` of one image the path renders (None: no bound), the
+    one rule both paths apply before anything is rendered: the GPU binds the image whole (12 bytes
+    a pixel in one storage binding, at most 65 535 tiles a side); the NumPy path keeps it in host
+    memory and is allowed half of it."""
+    if ctx is not None:
+        tile = CLASSIC.tile_size
+        return (ctx.max_binding_bytes // 12, 65535 * tile,
+                f"this adapter binds at most {ctx.max_binding_bytes / 2**20:.0f} MiB per buffer, "
+                f"12 bytes a pixel")
+    memory = host_memory_bytes()
+    if memory is None:
+        return None, None, ""
+    return (memory // 2 // CPU_BYTES_PER_PIXEL, None,
+            f"the NumPy renderer needs about {CPU_BYTES_PER_PIXEL} bytes a pixel and is allowed "
+            f"half of this machine's {memory / 2**30:.0f} GiB")
+
+
+def check_image_sizes(cameras, limit, path_name: str) -> None:
+    """Refuse, in one line, the first camera whose image is beyond ``limit`` (:func:`image_limit`)."""
+    pixels, side, why = limit
+    for cam in cameras:
+        w, h = cam.width, cam.height
+        if (pixels is not None and w * h > pixels) or (side is not None and max(w, h) > side):
+            name = f"camera {cam.name!r}" if cam.name else "a camera"
+            bound = (f"at most {side} px a side" if side is not None and max(w, h) > side
+                     else f"at most {pixels / 1e6:.1f} megapixels")
+            raise UserError(f"{name}: its {w}x{h} image ({w * h / 1e6:.0f} megapixels) is beyond "
+                            f"what {path_name} renders: {bound} ({why})")
+
+
 def make_renderer(device: str, adapter_filter: str | None = None, echo=None,
                   config: RenderConfig = CLASSIC):
     """A function (model, camera, background) -> (H,W,3) image on the chosen path, and its name.
     The GPU renderer keeps the model resident and re-uploads only when another model is passed;
     the NumPy path renders in bounded memory (:func:`~wgsl_splat.reference.render_image`).
-    Antialiased models come from PLYs with their 3D filter fused in: rendered with a zero filter."""
+    Antialiased models come from PLYs with their 3D filter fused in: rendered with a zero filter.
+    The function's ``limit`` is the largest image it renders (:func:`image_limit`)."""
     from ..reference import render_image
 
     def cpu(model, camera, background):
@@ -151,6 +209,7 @@ def make_renderer(device: str, adapter_filter: str | None = None, echo=None,
 
     ctx = None if device == "cpu" else gpu_context(device, adapter_filter, echo)
     if ctx is None:
+        cpu.limit = image_limit(None)
         return cpu, "cpu (NumPy reference)"
     from ..gpu.renderer import GpuRenderer
 
@@ -164,6 +223,7 @@ def make_renderer(device: str, adapter_filter: str | None = None, echo=None,
             uploaded["model"] = model
         return renderer.render(camera, background)
 
+    gpu.limit = image_limit(ctx)
     return gpu, f"gpu ({ctx.name})"
 
 

@@ -15,6 +15,7 @@ from .common import (
     DEVICE_OPTION,
     DROP_NONFINITE_OPTION,
     RENDER_MODE_OPTION,
+    check_image_sizes,
     load_cameras_json,
     load_model_and_mode,
     load_training_data,
@@ -62,8 +63,6 @@ def render_model(model_path, data, camera_json, out_dir, background, limit, devi
     Without ``model_path`` the scene's point cloud is rendered as initial Gaussians. The render
     mode is the model's (its PLY header), unless ``antialiased`` says otherwise.
     """
-    from ..atomic_io import safe_file_stem
-
     model, mode = load_model_and_mode(model_path, drop_nonfinite) if model_path else (None, "classic")
     dataset = load_training_data(data, resolution, False, background)
     if model is None:
@@ -77,21 +76,43 @@ def render_model(model_path, data, camera_json, out_dir, background, limit, devi
         views = [(cam, None) for cam in load_cameras_json(camera_json)]
     if limit is not None:
         views = views[:limit]
+    names = _output_names(views, camera_json)
     config = render_mode_for(mode, antialiased, click.echo)
     render_fn, path_name = make_renderer(device, echo=click.echo, config=config)
+    check_image_sizes([cam for cam, _ in views], render_fn.limit, path_name)
     try:
         os.makedirs(out_dir, exist_ok=True)
     except OSError as exc:
         raise UserError(f"cannot create --out {out_dir}: {exc.strerror or exc}") from None
     times = []
-    for k, (cam, gt) in enumerate(views):
+    for (cam, gt), name in zip(views, names):
         t0 = time.perf_counter()
         image = render_fn(model, cam, background)
         times.append(time.perf_counter() - t0)
-        name = safe_file_stem(cam.name, f"camera_{k:03d}")
         save_png(os.path.join(out_dir, f"{name}.png"), image)
         if gt is not None:
             save_png(os.path.join(out_dir, f"{name}_gt.png"), dataset.load_image(gt))
     click.echo(f"Rendered {len(views)} views of {len(model)} Gaussians ({config.mode}) on "
                f"{path_name} (median {1000 * float(np.median(times)):.1f} ms/view) into {out_dir}")
 
+
+
+def _output_names(views, camera_json) -> list[str]:
+    """The PNG name of each view (its camera's name made a safe file name), or a one-line error
+    when two views would write the same file: the second would silently replace the first."""
+    from ..atomic_io import safe_file_stem
+
+    names, owner = [], {}
+    for k, (cam, gt) in enumerate(views):
+        name = safe_file_stem(cam.name, f"camera_{k:03d}")
+        for file in [f"{name}.png"] + ([f"{name}_gt.png"] if gt is not None else []):
+            if file in owner:
+                first = views[owner[file]][0].name
+                what = (f"two cameras are named {cam.name!r}" if first == cam.name else
+                        f"cameras {first!r} and {cam.name!r} would both be written to {file}")
+                where = f" in {camera_json}" if camera_json else ""
+                raise UserError(f"{what}{where} (cameras {owner[file]} and {k}): the images are "
+                                f"named after the cameras, give each its own name")
+            owner[file] = k
+        names.append(name)
+    return names

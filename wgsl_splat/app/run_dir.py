@@ -88,11 +88,33 @@ def lock_folder(folder: str) -> RunLock:
                           f"{exc.strerror or exc}") from None
 
 
+def wrote_no_results(folder: str, present: list[str]) -> bool:
+    """``present`` (the folder's entries) are only what a run writes, without any checkpoint or
+    PLY among them."""
+    if not set(present) <= set(RUN_OUTPUTS):
+        return False
+    for sub in ("checkpoints", "point_cloud"):
+        for _dirpath, _dirnames, filenames in os.walk(os.path.join(folder, sub)):
+            if filenames:
+                return False
+    return True
+
+
+def _remove(folder: str, names: list[str]) -> None:
+    for name in names:
+        path = os.path.join(folder, name)
+        if os.path.isdir(path) and not os.path.islink(path):
+            shutil.rmtree(path)
+        else:
+            os.remove(path)
+
+
 def open_run_dir(folder: str, *, continues_run: bool, overwrite: bool, log=print) -> RunLock:
     """Create and lock ``folder`` for a training run; returns the held lock.
 
     ``continues_run``: the run resumes the run stored in ``folder`` (``--resume latest`` or one of
-    its checkpoints), so its files are expected. Otherwise the folder must be empty, or
+    its checkpoints), so its files are expected. Otherwise the folder must be empty, hold only a run
+    that stopped before its first checkpoint (:func:`wrote_no_results`: trained there anew), or
     ``overwrite`` removes the previous run's outputs (and nothing else) first.
     """
     lock = lock_folder(folder)
@@ -100,19 +122,20 @@ def open_run_dir(folder: str, *, continues_run: bool, overwrite: bool, log=print
         for path in remove_orphan_temps(folder):
             log(f"removed {os.path.relpath(path, folder)}, left by an interrupted write")
         present = sorted(e for e in os.listdir(folder) if e != LOCK_FILE)
-        if present and not continues_run:
+        if present and not continues_run and not overwrite and wrote_no_results(folder, present):
+            # A run that stopped before its first checkpoint (a refused flag, a crash): nothing
+            # there can be resumed or would be lost, so it must not block its own --out. Its log
+            # stays and goes on; the rest described a model that was never saved.
+            log(f"note: {folder} holds a run that stopped before its first checkpoint; "
+                f"training there anew (its train.log continues)")
+            _remove(folder, [e for e in present if e != "train.log"])
+        elif present and not continues_run:
             if not overwrite:
                 shown = ", ".join(present[:4]) + (", …" if len(present) > 4 else "")
                 raise RunDirError(f"--out {folder} is not empty ({shown}): pass --resume latest to "
                                   f"continue the run stored there, --overwrite to replace it, or "
                                   f"choose another --out")
-            for name in present:
-                if name in RUN_OUTPUTS:
-                    path = os.path.join(folder, name)
-                    if os.path.isdir(path) and not os.path.islink(path):
-                        shutil.rmtree(path)
-                    else:
-                        os.remove(path)
+            _remove(folder, [e for e in present if e in RUN_OUTPUTS])
     except OSError as exc:
         lock.release()
         raise RunDirError(f"cannot prepare {folder}: {exc.strerror or exc}") from None

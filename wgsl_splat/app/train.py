@@ -141,6 +141,10 @@ def _replicated_factory(device, devices, world, echo, config, cpu_factory):
         contexts = open_devices(indices)
     except GpuError as exc:
         raise UserError(str(exc)) from None
+    if any(c.backend == "OpenGL" for c in contexts):
+        from .common import opengl_note
+
+        echo(opengl_note(next(c for c in contexts if c.backend == "OpenGL")))
     if world is None and len(contexts) == 1:   # nothing to reduce: the plain step, no read-back
         def single(arrays, spec):
             return GpuTrainStep(contexts[0], arrays, spec=spec, render_config=config)
@@ -176,8 +180,9 @@ def run_training(data="default", out_dir=None, preset="default", eval_split=Fals
 
     cfg = cfg or make_config(preset)
     given = given or ResumeCheck()
-    try:
+    try:   # what needs no data is refused before the run folder is touched
         cfg.check()
+        cfg.optim.for_batch(cfg.batch_size)
     except ValueError as exc:
         raise UserError(str(exc)) from None
     run_info = dict(data=data if data == "default" else os.path.abspath(data), resolution=resolution,
@@ -203,8 +208,9 @@ def _default_out_dir(data: str, resume: str | None) -> str:
 
 
 def _open_run(out_dir, cfg, run_info, resume, overwrite, given):
-    """Lock ``out_dir`` and settle what the run continues from: ``(lock, resume, cfg, run_info)``
-    (a resumed run keeps the checkpoint's configuration)."""
+    """Lock ``out_dir`` and settle what the run continues from: ``(lock, resume, cfg, run_info,
+    notes)`` (a resumed run keeps the checkpoint's configuration; ``notes``: what was printed
+    about the checkpoints, e.g. a damaged one set aside, for the run's log)."""
     from ..training.trainer import TrainingError, find_checkpoint
     from .run_dir import RunDirError, open_run_dir
 
@@ -215,29 +221,35 @@ def _open_run(out_dir, cfg, run_info, resume, overwrite, given):
                             log=click.echo)
     except RunDirError as exc:
         raise UserError(str(exc)) from None
+    notes = []
+
+    def note(line):
+        click.echo(line)
+        notes.append(line)
+
     try:
         if resume:
             try:
-                resume, meta = find_checkpoint(os.path.join(out_dir, "checkpoints"), resume,
-                                               click.echo)
+                resume, meta = find_checkpoint(os.path.join(out_dir, "checkpoints"), resume, note)
             except TrainingError as exc:
                 raise UserError(str(exc)) from None
             cfg, run_info = _resumed_settings(meta, run_info, given)
     except BaseException:
         lock.release()
         raise
-    return lock, resume, cfg, run_info
+    return lock, resume, cfg, run_info, notes
 
 
 def _train_locked(out_dir, cfg, run_info, data, resolution, eval_split, device, adapter_filter,
                   resume, overwrite, given, preview, devices) -> None:
-    lock, resume, cfg, run_info = _open_run(out_dir, cfg, run_info, resume, overwrite, given)
+    lock, resume, cfg, run_info, notes = _open_run(out_dir, cfg, run_info, resume, overwrite,
+                                                   given)
     try:
         if resume:
             data, resolution, eval_split = (run_info["data"], run_info["resolution"],
                                             run_info["eval_split"])
         _train_in(out_dir, cfg, run_info, data, resolution, eval_split, device, adapter_filter,
-                  resume, preview, devices)
+                  resume, preview, devices, notes=notes)
     finally:
         lock.release()
 
@@ -257,12 +269,14 @@ def _train_distributed(out_dir, cfg, run_info, data, resolution, eval_split, dev
 
     world = mpi_world()
     lock = None
+    notes = []
+    early = _RecordedSignals().install()
     try:
         error = None
         if world.rank == 0:
             try:
-                lock, resume, cfg, run_info = _open_run(out_dir, cfg, run_info, resume, overwrite,
-                                                        given)
+                lock, resume, cfg, run_info, notes = _open_run(out_dir, cfg, run_info, resume,
+                                                               overwrite, given)
             except UserError as exc:
                 error = str(exc)
         error, resume, cfg, run_info = world.comm.bcast((error, resume, cfg, run_info), root=0)
@@ -273,17 +287,20 @@ def _train_distributed(out_dir, cfg, run_info, data, resolution, eval_split, dev
                                             run_info["eval_split"])
         if world.rank == 0:
             _train_in(out_dir, cfg, run_info, data, resolution, eval_split, device, None, resume,
-                      False, devices, world)
+                      False, devices, world, notes=notes, earlier_signal=early)
         else:
             scratch = tempfile.mkdtemp(prefix=f"wgsl_splat_rank{world.rank}_")
             try:
                 with open(os.devnull, "w") as quiet, contextlib.redirect_stdout(quiet):
                     _train_in(scratch, cfg, run_info, data, resolution, eval_split, device, None,
-                              resume, False, devices, world)
+                              resume, False, devices, world, earlier_signal=early)
             finally:
                 shutil.rmtree(scratch, ignore_errors=True)
     except click.exceptions.Exit:
-        raise                        # an agreed stop (SIGINT/SIGTERM): every rank exits alike
+        # An agreed stop (SIGINT/SIGTERM): every rank exits alike, and none before rank 0 has
+        # written the interrupt checkpoint and PLY (an early exit could take rank 0 down with it).
+        world.comm.Barrier()
+        raise
     except BaseException as exc:     # noqa: BLE001
         if world.size == 1:
             raise
@@ -293,8 +310,74 @@ def _train_distributed(out_dir, cfg, run_info, data, resolution, eval_split, dev
         sys.stderr.flush()
         world.comm.Abort(1)
     finally:
+        early.restore()
         if lock is not None:
             lock.release()
+
+
+class _RecordedSignals:
+    """SIGINT/SIGTERM before a distributed run's training loop (loading, decoding): recorded, not
+    fatal, so that the rank stops with the others after the first step (the stop travels with the
+    gradients) instead of dying alone while the others wait for it in a collective."""
+
+    def __init__(self) -> None:
+        self.signum, self.old = None, {}
+
+    def install(self) -> "_RecordedSignals":
+        import signal
+        import threading
+
+        if threading.current_thread() is threading.main_thread():
+            self.old = {s: signal.signal(s, self._record) for s in (signal.SIGINT, signal.SIGTERM)}
+        return self
+
+    def _record(self, signum, frame) -> None:
+        self.signum = signum
+
+    def __call__(self):
+        return self.signum
+
+    def restore(self) -> None:
+        import signal
+
+        for s, handler in self.old.items():
+            signal.signal(s, handler)
+        self.old = {}
+
+
+def resume_command(out_dir, run_info, device, adapter_filter, devices, world, preview) -> str:
+    """The command that continues this run as it was started: the same program, launcher and
+    rank count (MPI), data, adapters and path (the configuration, -r and split come from the
+    checkpoint). Printed on an interrupt and where a run stops with a checkpoint to continue."""
+    import shlex
+    import sys
+
+    argv0 = os.path.normpath(sys.argv[0]) if sys.argv and sys.argv[0] else ""
+    main = os.path.basename(argv0)
+    if argv0.endswith(os.path.join("wgsl_splat", "__main__.py")):   # python -m wgsl_splat
+        program = [sys.executable, "-m", "wgsl_splat"]
+    elif main.startswith("wgsl_splat"):            # the console script
+        program = [sys.argv[0]]
+    else:                                          # embedded (tests, other programs)
+        program = ["wgsl_splat"]
+    if world is not None:
+        # srun started the ranks itself: a Slurm step without MPICH's or Open MPI's launcher
+        slurm = "SLURM_STEP_ID" in os.environ and not any(
+            k.startswith(("HYDI_", "HYDRA_", "OMPI_")) for k in os.environ)
+        program = ["srun" if slurm else "mpirun", "-n", str(world.size)] + program
+    args = ["train"] + ([] if run_info["data"] == "default" else [run_info["data"]])
+    args += ["--out", out_dir, "--resume", "latest"]
+    if device != "auto":
+        args += ["--device", device]
+    if adapter_filter:
+        args += ["--adapter", adapter_filter]
+    if devices is not None:
+        args += ["--devices", devices]
+    if world is not None:
+        args.append("--distributed")
+    if preview:
+        args.append("--preview")
+    return shlex.join(program + args)
 
 
 def _inside(path: str, folder: str) -> bool:
@@ -302,30 +385,41 @@ def _inside(path: str, folder: str) -> bool:
 
 
 def _train_in(out_dir, cfg, run_info, data, resolution, eval_split, device, adapter_filter,
-              resume, preview, devices=None, world=None) -> None:
+              resume, preview, devices=None, world=None, notes=(), earlier_signal=None) -> None:
     """The run itself, in a locked output folder."""
     from ..data.datasets import DatasetError
-    from ..training.trainer import Trainer, TrainingError
+    from ..training.evaluation import held_out_views
+    from ..training.trainer import Trainer, TrainingError, check_new_run
 
     dataset = load_training_data(data, resolution, eval_split, cfg.background)
     for note in dataset.notes:
         click.echo(f"note: {note}")
+    if not resume:   # refused now, not after decoding and initialisation (nothing written yet)
+        try:
+            check_new_run(dataset, cfg)
+        except TrainingError as exc:
+            raise UserError(str(exc)) from None
+    factory, path_name = make_step_factory(device, adapter_filter, click.echo,
+                                           render_config(cfg.render_mode), devices, world)
+    again = resume_command(out_dir, run_info, device, adapter_filter, devices, world, preview)
+    replicas = getattr(factory, "world", 1)
+    if cfg.batch_size < replicas:
+        raise UserError(f"--batch-size {cfg.batch_size} is smaller than the {replicas} devices "
+                        f"training it: each device needs at least one view per step")
     with click.progressbar(length=len(dataset.cameras), label="decoding images") as bar:
         try:   # every image before step 1: a bad one is an error now, not hours into the run
             dataset.preload(progress=bar.update)
         except DatasetError as exc:
             raise UserError(str(exc)) from None
-    factory, path_name = make_step_factory(device, adapter_filter, click.echo,
-                                           render_config(cfg.render_mode), devices, world)
-    replicas = getattr(factory, "world", 1)
-    if cfg.batch_size < replicas:
-        raise UserError(f"--batch-size {cfg.batch_size} is smaller than the {replicas} devices "
-                        f"training it: each device needs at least one view per step")
-    click.echo(f"Training {len(dataset.train_indices)} views ({len(dataset.test_indices)} held out) "
+    held_out = len(held_out_views(dataset))
+    click.echo(f"Training {len(dataset.train_indices)} views ({held_out} held out) "
                f"for {cfg.iters} steps ({cfg.render_mode}) on {path_name} -> {out_dir}")
     trainer = Trainer(dataset, cfg, out_dir, factory, log=click.echo,
                       run_info=dict(run_info, device=path_name),
                       primary=world is None or world.rank == 0)
+    trainer.resume_command = again
+    for line in notes:     # printed already; the run's log keeps them too
+        trainer.log(line, echo=False)
     on_step = None
     if preview:
         on_step = _preview_hook(dataset, click.echo)
@@ -343,20 +437,42 @@ def _train_in(out_dir, cfg, run_info, data, resolution, eval_split, device, adap
     try:
         with bar:
             state["done"] = 0
-            summary = trainer.run(resume=resume, progress=progress, on_step=on_step)
+            summary = trainer.run(resume=resume, progress=progress, on_step=on_step,
+                                  earlier_signal=earlier_signal)
     except TrainingError as exc:
         raise UserError(str(exc)) from None
+    except OSError as exc:
+        if exc.filename is None:
+            raise
+        raise UserError(_write_failed(exc, trainer.latest_checkpoint(), again)) from None
     finally:
         trainer.close()
         if on_step is not None:
             on_step.close()
+    if summary["interrupted"] and world is not None and world.rank != 0:
+        # rank 0 writes (and reports) the interrupt checkpoint; this rank only ends alike
+        raise click.exceptions.Exit(128 + summary["signal"])
     ply = os.path.relpath(summary["ply"], out_dir) if summary["ply"] else "no PLY"
     if summary["interrupted"]:
         click.echo(f"Interrupted by {summary['interrupted']} at step {summary['iterations']}: "
                    f"saved {ply} and {os.path.relpath(summary['checkpoint'], out_dir)} in "
-                   f"{out_dir}. Continue with: wgsl_splat train --out {out_dir} --resume latest")
+                   f"{out_dir}. Continue with: {again}")
         raise click.exceptions.Exit(128 + summary["signal"])   # what shells report for a signal
     click.echo(f"Results in {out_dir}: {ply}, metrics.json, train.log, checkpoints/")
+
+
+def _write_failed(exc: OSError, checkpoint: str | None, again: str) -> str:
+    """One line for an output the run could not write (a full disk above all): which file, and
+    what is safe. Writes are atomic, so the checkpoint before it is intact and no temp file is
+    left behind."""
+    import errno
+
+    full = exc.errno in (errno.ENOSPC, getattr(errno, "EDQUOT", errno.ENOSPC))
+    failed = f"writing {exc.filename} failed ({exc.strerror or exc})"
+    kept = (f"the previous checkpoint {checkpoint} is intact; "
+            f"{'free some space' if full else 'once it can be written'}, continue with: {again}"
+            if checkpoint else "no checkpoint had been written yet")
+    return f"{'the disk is full: ' if full else ''}{failed}; {kept}"
 
 
 class _preview_hook:

@@ -36,6 +36,15 @@ def check_display() -> None:
                           "machine run under xvfb-run, or write images with `wgsl_splat render`.")
 
 
+def window_refused(ctx) -> str | None:
+    """Why a window cannot present from ``ctx``'s adapter (None: it can)."""
+    if ctx.backend == "OpenGL":   # measured: wgpu 0.32 aborts in the surface's configure()
+        return ("the window cannot present from wgpu's OpenGL adapter (wgpu aborts the process "
+                "configuring its surface); a Vulkan or Metal adapter can (Linux: "
+                "mesa-vulkan-drivers)")
+    return None
+
+
 def _wgpu():
     import wgpu  # noqa: PLC0415
 
@@ -53,6 +62,9 @@ class Viewer:
                  cameras=(), background=(0.0, 0.0, 0.0), active_sh_degree: int | None = None,
                  screenshot_dir: str = ".") -> None:
         check_display()
+        refused = window_refused(ctx)
+        if refused:
+            raise ViewerError(refused)
         try:
             import glfw  # noqa: PLC0415
         except ImportError as exc:   # the glfw shared library itself is missing

@@ -525,6 +525,13 @@ def _load_colmap(root: Path, model: tuple[str, str], images_dir: Path, notes: li
     registered = sorted(m.images.values(), key=lambda im: im.name)
     if not registered:
         raise DatasetError(f"{model_dir}: the COLMAP model has no registered images")
+    # Two poses for one file: training on either would be silently wrong (the other image would
+    # look unregistered), so the model is refused.
+    for a, b in zip(registered, registered[1:]):
+        if a.name == b.name:
+            raise DatasetError(f"{rel_model}: images {a.id} and {b.id} are both named {a.name!r}: "
+                               f"each registered image needs its own file; fix or re-export the "
+                               f"COLMAP model")
     missing = [im.name for im in registered if not (images_dir / im.name).is_file()]
     if missing:
         raise DatasetError(f"{len(missing)} of {len(registered)} images registered in "

@@ -506,9 +506,33 @@ def device_indices(spec: str) -> list[int]:
     return indices
 
 
+# wgpu's OpenGL backend aborts the process (a panic on its EGL context, BadAccess, in a poll or
+# submit) when one process drives several of its devices next to another GL device: measured with
+# wgpu 0.32 / Mesa llvmpipe. Several devices need another backend (one device per process works).
+SINGLE_DEVICE_BACKENDS = ("OpenGL",)
+
+
+def several_devices_refused(adapter) -> str | None:
+    """Why one process must not open several devices on ``adapter`` (None: it may)."""
+    backend = str(adapter.info.get("backend_type", ""))
+    if backend in SINGLE_DEVICE_BACKENDS:
+        return (f"{adapter_summary(adapter)}: wgpu's {backend} backend cannot drive several devices "
+                f"in one process (wgpu aborts the process); use a Vulkan, Metal or D3D12 adapter, "
+                f"or one device per process (--distributed under mpirun)")
+    return None
+
+
 def open_devices(indices: list[int]) -> list[GpuContext]:
     """One device per entry of ``indices`` (adapter indices of :func:`list_adapters`); the same
-    index twice opens two devices on that adapter (each from its own adapter object)."""
+    index twice opens two devices on that adapter (each from its own adapter object). Several
+    devices on an adapter that cannot run them (:func:`several_devices_refused`) are a
+    :class:`GpuError`, before any is opened."""
+    adapters = list_adapters()
+    if len(indices) > 1:
+        for i in dict.fromkeys(indices):
+            why = several_devices_refused(adapters[i])
+            if why:
+                raise GpuError(f"--devices {','.join(map(str, indices))}: {why}")
     contexts = []
     for i in indices:
         contexts.append(create_context(list_adapters()[i]))

@@ -94,9 +94,18 @@ class Lpips:
             return float(self._model(tensor(render), tensor(gt)).item())
 
 
+def held_out_views(dataset) -> list[int]:
+    """The test views that are not also trained on. A scene too small for a split (one image, or
+    fewer than two) trains on its "test" view too: a metric measured there is a training metric,
+    never labelled held-out."""
+    train = set(dataset.train_indices)
+    return [i for i in dataset.test_indices if i not in train]
+
+
 def evaluate_views(dataset, render_fn, out_dir: str, iteration: int, *,
                    lpips: Lpips | None = None) -> dict:
-    """Metrics on the test views (or up to 5 training views when there is no split), one view at
+    """Metrics on the held-out views (or up to 5 training views, labelled ``train``, when none is
+    held out: :func:`held_out_views`), one view at
     a time (never all images resident); the 8-bit renders are saved under
     ``out_dir/<split>/iteration_K/`` with the view's file name.
 
@@ -105,8 +114,9 @@ def evaluate_views(dataset, render_fn, out_dir: str, iteration: int, *,
     scorer is given, ``lpips``.
     """
     t0 = time.perf_counter()
-    split = "test" if dataset.test_indices else "train"
-    views = dataset.test_indices or dataset.train_indices[:: max(1, len(dataset.train_indices) // 5)][:5]
+    held_out = held_out_views(dataset)
+    split = "test" if held_out else "train"
+    views = held_out or dataset.train_indices[:: max(1, len(dataset.train_indices) // 5)][:5]
     out = os.path.join(out_dir, split, f"iteration_{iteration}")
     os.makedirs(out, exist_ok=True)
     scorer = lpips if lpips is not None and lpips.available else None

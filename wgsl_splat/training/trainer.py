@@ -43,6 +43,12 @@ CHECKPOINTS_KEPT = 2
 # A Gaussian this many times larger than the scene (the camera rig's radius) has blown up: healthy
 # runs stay under ~1x (the embedded scene: 0.1x), a 100x learning rate reached 5000x-5e7x.
 EXPLODED_SCALE = 1000.0
+# A model that renders no better than the background alone (its training loss at least this share
+# of the empty image's) while fewer than COLLAPSED_COUNT of its starting Gaussians are left has
+# collapsed: mouse -r 8 at 300x-1000x --lr-scale ended there (loss 0.689 of the empty 0.691, N 152
+# of 4 443, 4.1 dB) and exited 0. Healthy runs stay far below (mouse: 0.09-0.55 after a reset).
+COLLAPSED_LOSS = 0.95
+COLLAPSED_COUNT = 0.1
 # 2: meta carries the run's data/resolution and the dataset's shape; 3: the strategy's name and
 # state, statistics stored by name (format 2 is ADC's three)
 CHECKPOINT_FORMAT = 3
@@ -110,7 +116,8 @@ def find_checkpoint(checkpoint_dir: str, resume: str, log) -> tuple[str, dict]:
         return resume, meta
     candidates = checkpoint_files(checkpoint_dir)
     if not candidates:
-        raise TrainingError(f"--resume: no checkpoint in {checkpoint_dir}")
+        raise TrainingError(f"--resume: no checkpoint in {checkpoint_dir}: the run stopped before "
+                            f"writing one; start it again without --resume")
     for path in reversed(candidates):
         try:
             return path, read_checkpoint_meta(path)
@@ -175,6 +182,47 @@ def initial_model(dataset, cfg: TrainConfig, rng: np.random.Generator, log,
     return GaussianModel.from_points(points, colors, sh_degree=cfg.sh_degree, **init)
 
 
+def initial_count(dataset, cfg: TrainConfig) -> int:
+    """How many Gaussians a new run starts from (:func:`initial_model`)."""
+    if dataset.points is not None and len(dataset.points) > 0:
+        return len(dataset.points)
+    return cfg.random_init_points
+
+
+def check_new_run(dataset, cfg: TrainConfig) -> None:
+    """Refuse (:class:`TrainingError`) what a new run on ``dataset`` would be refused for after
+    initialisation, before any image is decoded or anything is written: the configuration, and
+    the strategy against the model the run starts from (e.g. MCMC's --cap-max below it)."""
+    try:
+        cfg.check()
+        cfg.optim.for_batch(cfg.batch_size)
+        strategy = make_strategy(cfg, StrategyContext(
+            scene_extent(dataset), all(c >= 1.0 for c in cfg.background), cfg.seed,
+            observations=training_observations(dataset),
+            params_per_gaussian=floats_per_gaussian(cfg.sh_degree), log=lambda line: None))
+        strategy.check(initial_count(dataset, cfg))
+    except (ValueError, StrategyError) as exc:
+        raise TrainingError(str(exc)) from None
+    if not dataset.train_indices:
+        raise TrainingError("the dataset has no training views")
+
+
+def empty_image_loss(dataset, cfg: TrainConfig, views: int = 8) -> float:
+    """The image loss of a model that renders nothing (the background alone), averaged over up to
+    ``views`` training views spread over the set: what a model that collapsed to nothing scores."""
+    from ..reference.loss import l1, ssim
+
+    ids = dataset.train_indices
+    pick = sorted({ids[int(k)] for k in np.linspace(0, len(ids) - 1, min(views, len(ids))).round()})
+    lam = cfg.loss.lambda_dssim
+    losses = []
+    for i in pick:
+        gt = np.asarray(dataset.load_image(i), np.float32)
+        empty = np.broadcast_to(np.asarray(cfg.background, np.float32), gt.shape)
+        losses.append((1.0 - lam) * l1(empty, gt) + lam * (1.0 - ssim(empty, gt)))
+    return float(np.mean(losses))
+
+
 def training_observations(dataset) -> int:
     """How many values the training views constrain: three colour channels per pixel."""
     cams = dataset.cameras
@@ -203,6 +251,8 @@ class Trainer:
         than rank 0, which trains in step with it but evaluates and saves nothing (its
         ``out_dir`` takes only its log)."""
         self.primary = primary
+        #: how to continue this run (the CLI sets the full command line)
+        self.resume_command = "--resume latest"
         self.run_info = dict(run_info or {})
         self.dataset = dataset
         self.cfg = cfg
@@ -215,6 +265,7 @@ class Trainer:
         os.makedirs(out_dir, exist_ok=True)
         self._log_file = open(os.path.join(out_dir, "train.log"), "a", buffering=1)
         self.loss_first = self.loss_ema = None
+        self.empty_loss = self.initial_n = None   # set up with the run (the collapse check)
         self.metrics: dict = {}
         self._lpips: Lpips | None = None
         metrics_path = os.path.join(out_dir, "metrics.json")
@@ -224,9 +275,13 @@ class Trainer:
 
     # -- logging ------------------------------------------------------------------------------------
     def log(self, msg: str, echo: bool = True) -> None:
-        self._log_file.write(time.strftime("%H:%M:%S ") + msg + "\n")
         if echo:
             self.log_fn(msg)
+        try:
+            self._log_file.write(time.strftime("%H:%M:%S ") + msg + "\n")
+        except OSError as exc:   # a full disk: say which file
+            exc.filename = exc.filename or self._log_file.name
+            raise
 
     # -- data ---------------------------------------------------------------------------------------
     def train_target(self, i: int) -> np.ndarray | None:
@@ -250,10 +305,13 @@ class Trainer:
         """Refuse to write ``what`` from a diverged state: the last good checkpoint stays the latest.
 
         Diverged: a parameter is not finite, or the run collapsed without overflowing (what a 100x
-        learning rate does): the training loss is no lower than at the start while Gaussians grew
-        to over :data:`EXPLODED_SCALE` times the scene (both conditions, so that neither the loss
-        spike after an opacity reset nor one huge background Gaussian of a good run trips it), or
-        nothing is left of the model."""
+        learning rate does on the embedded scene): the training loss is no lower than at the start
+        while Gaussians grew to over :data:`EXPLODED_SCALE` times the scene (both conditions, so
+        that neither the loss spike after an opacity reset nor one huge background Gaussian of a
+        good run trips it), or the model collapsed to nothing: it renders no better than the
+        background alone while pruning left under :data:`COLLAPSED_COUNT` of its starting
+        Gaussians (both, again: the loss after an opacity reset approaches the empty image's, a
+        pruned random initialisation loses most of its points), or nothing is left of it."""
         bad = nonfinite_groups(model)
         problem = f"parameters {', '.join(bad)} are not finite" if bad else None
         if len(model) == 0:
@@ -264,6 +322,12 @@ class Trainer:
                 and now is not None and now >= first):
             problem = (f"the training loss went from {first:.3f} to {now:.3f} while Gaussians grew "
                        f"to {math.exp(min(excess, 700.0)):.0e} times the scene extent")
+        empty, start_n = self.empty_loss, self.initial_n
+        if (not problem and now is not None and empty and start_n
+                and now >= COLLAPSED_LOSS * empty and len(model) < COLLAPSED_COUNT * start_n):
+            problem = (f"the model collapsed: it renders no better than the background alone "
+                       f"(training loss {now:.3f}, the empty image's {empty:.3f}) and {len(model)} "
+                       f"of its {start_n} starting Gaussians are left")
         if problem:
             raise TrainingError(f"{problem} at step {iteration}: training diverged and the {what} "
                                 f"was not written; the last good checkpoint is "
@@ -278,6 +342,7 @@ class Trainer:
         arrays.update({f"stats.{k}": v for k, v in state.stats.items()})
         meta = dict(iteration=iteration, rng=self.rng.bit_generator.state, view_stack=self.view_stack,
                     config=self.cfg.to_dict(), extent=self.extent, run=self.run_info,
+                    initial_gaussians=self.initial_n,
                     dataset=dataset_shape(self.dataset), format=CHECKPOINT_FORMAT,
                     strategy=dict(name=self.strategy.name, state=self.strategy.state_dict()))
         arrays["meta"] = np.frombuffer(json.dumps(meta).encode(), dtype=np.uint8)
@@ -366,6 +431,7 @@ class Trainer:
         if meta is not None:
             self.strategy.load_state_dict(meta["strategy"].get("state", {}))
             self.log(f"resumed from {path} at step {start} with {len(arrays)} Gaussians")
+            self.initial_n = int(meta.get("initial_gaussians") or len(arrays))
         else:
             model = initial_model(self.dataset, cfg, self.rng, self.log, self.strategy)
             try:
@@ -373,6 +439,8 @@ class Trainer:
             except StrategyError as exc:
                 raise TrainingError(str(exc)) from None
             arrays = HostArrays.fresh(model, self.strategy.statistics)
+            self.initial_n = len(model)
+        self.empty_loss = empty_image_loss(self.dataset, cfg)
         try:
             self.optim = cfg.optim.with_scene(self.extent, cfg.iters).for_batch(cfg.batch_size)
         except ValueError as exc:
@@ -407,13 +475,16 @@ class Trainer:
         if any(not 0 <= int(v) < len(self.dataset.cameras) for v in stack):
             raise TrainingError(f"{path} refers to views this dataset does not have")
 
-    def run(self, resume: str | None = None, progress=None, on_step=None) -> dict:
+    def run(self, resume: str | None = None, progress=None, on_step=None,
+            earlier_signal=None) -> dict:
         """Train to ``cfg.iters``; returns a summary. ``on_step(iteration, trainer)`` is called after
         every step (the live preview hooks in there).
 
         SIGINT or SIGTERM (Ctrl-C, ``kill``, ``timeout``, ``docker stop``, Slurm) finishes the
         current step, writes a checkpoint and the PLY of that step and returns early with
-        ``summary["interrupted"]`` naming the signal and ``summary["signal"]`` its number."""
+        ``summary["interrupted"]`` naming the signal and ``summary["signal"]`` its number.
+        ``earlier_signal()``: a signal that arrived before training (None if none), which stops the
+        run the same way after its first step (a distributed run: every rank after the same one)."""
         cfg = self.cfg
         start = self.setup(resume)
         last_good = self.latest_checkpoint()       # the one resumed from, if any
@@ -428,6 +499,8 @@ class Trainer:
 
         old_handlers = ({s: signal.signal(s, on_stop_signal) for s in STOP_SIGNALS}
                         if _main_thread() else {})
+        if earlier_signal is not None and stop_signal is None:
+            stop_signal = earlier_signal()
         if start >= cfg.iters:
             self.log(f"the run is complete: step {start} of {cfg.iters}")
         else:
@@ -491,9 +564,11 @@ class Trainer:
 
                 # Densification (the strategy's hook) comes after the outputs, as in 3DGS: a
                 # checkpoint written below holds the edited state, so a resume continues exactly.
+                # Not after the last step: no step would train its result, and the final PLY,
+                # checkpoint and N must be one state.
                 t3 = time.perf_counter()
                 version = self.step.state.rows_version
-                for line in self.strategy.after_step(it, self.step.state):
+                for line in self.strategy.after_step(it, self.step.state) if it < cfg.iters else ():
                     self.log(line, echo=False)
                 if (self.step.state.rows_version != version
                         or filter_3d_refresh_due(it, cfg, self.strategy)):
@@ -539,7 +614,7 @@ class Trainer:
             if saved["ply"] != it:
                 ply_path = self.save_ply(it)
             self.log(f"{signal.Signals(stop_signal).name} at step {it}: saved {last_good} and "
-                     f"{ply_path}; continue with --resume latest")
+                     f"{ply_path}; continue with: {self.resume_command}")
         elapsed = time.perf_counter() - t_start
         exchange = getattr(self.step, "exchange_seconds", {})
         if exchange:   # a replicated step's reduction: inside "step", shown apart
@@ -553,12 +628,16 @@ class Trainer:
                        num_gaussians=self.step.num_gaussians, final_loss=self.loss_ema,
                        timing=self.timing.totals, out_dir=self.out_dir,
                        peak_device_bytes=self.step.counters.get("peak_bytes"))
-        self.log(f"done: {it} steps in {elapsed:.1f}s ({summary['it_per_s']:.2f} it/s), "
+        steps = f"{it - start} steps" + (f" ({start + 1}..{it})" if start else "")   # this session's
+        self.log(f"done: {steps} in {elapsed:.1f}s ({summary['it_per_s']:.2f} it/s), "
                  f"N {summary['num_gaussians']}; time: {self.timing.summary()}")
         return summary
 
     def close(self) -> None:
-        self._log_file.close()
+        try:
+            self._log_file.close()
+        except OSError:   # the line that could not be flushed (a full disk) was reported already
+            pass
 
 
 def _main_thread() -> bool:
