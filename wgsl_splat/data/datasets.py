@@ -33,6 +33,7 @@ import math
 import os
 import re
 from dataclasses import dataclass, field
+from typing import Callable
 from pathlib import Path
 
 import numpy as np
@@ -326,6 +327,115 @@ def _nearest_point_to_lines(origins: np.ndarray, dirs: np.ndarray) -> np.ndarray
 
 # ------------------------------------------------------------------------------------ loading
 
+# -- scene formats ------------------------------------------------------------------------------------
+@dataclass
+class SceneRequest:
+    """What a format's loader is asked for besides the path: the folder of the photos (COLMAP) and
+    the background a synthetic scene is composited on."""
+
+    images: str = "images"
+    background: np.ndarray = field(default_factory=lambda: np.zeros(3, np.float32))
+
+
+@dataclass
+class SceneParts:
+    """What a format's loader returns: its cameras at full resolution (OpenCV convention,
+    docs/design.md §2) with their image sources, in any order (they are sorted by name), an
+    optional point cloud, the format's own train/test split (``split_hint``: view names per split;
+    None: every 8th view), the scene's box where the format gives one, whether it is synthetic
+    (Blender)."""
+
+    root: Path
+    kind: str
+    cameras: list
+    sources: list
+    points: np.ndarray | None = None
+    colors: np.ndarray | None = None
+    split_hint: dict | None = None
+    aabb: np.ndarray | None = None
+    synthetic: bool = False
+
+
+@dataclass(frozen=True)
+class SceneFormat:
+    """A scene format: ``detect(path)`` says whether ``path`` holds one, ``load(path, request,
+    notes)`` reads it (:class:`SceneParts`; :class:`DatasetError` with one line for anything
+    unusable; ``notes`` collects what the user should know). The downscaling, the cache, the
+    split and the checks are shared by every format (:func:`load_dataset`)."""
+
+    name: str
+    detect: Callable[[Path], bool]
+    load: Callable[[Path, SceneRequest, list], SceneParts]
+
+
+def _colmap_model(p: Path):
+    return (find_model(p / "sparse" / "0") or find_model(p / "sparse")) if p.is_dir() else None
+
+
+def _load_colmap_scene(p: Path, req: SceneRequest, notes: list) -> SceneParts:
+    full, sources, points, colors = _load_colmap(p, _colmap_model(p), p / req.images, notes)
+    return SceneParts(p, "colmap", full, sources, points, colors)
+
+
+def _transforms_file(p: Path) -> Path | None:
+    if p.is_file() and p.suffix.lower() == ".json":
+        return p
+    return p / "transforms.json" if p.is_dir() and (p / "transforms.json").is_file() else None
+
+
+def _load_transforms_scene(p: Path, req: SceneRequest, notes: list) -> SceneParts:
+    path = _transforms_file(p)
+    full, sources, points, colors, split_hint, aabb = _load_transforms([path], notes)
+    return SceneParts(path.parent, "nerf", full, sources, points, colors, split_hint, aabb)
+
+
+def _blender_files(p: Path) -> list[Path]:
+    return [p / f"transforms_{s}.json" for s in ("train", "test")] if p.is_dir() else []
+
+
+def _load_blender_scene(p: Path, req: SceneRequest, notes: list) -> SceneParts:
+    train, test = _blender_files(p)
+    if not train.is_file():
+        raise DatasetError(f"{test} has no transforms_train.json beside it: a Blender scene trains "
+                           "on transforms_train.json and evaluates on transforms_test.json")
+    full, sources, points, colors, split_hint, aabb = _load_transforms(
+        [b for b in (train, test) if b.is_file()], notes, synthetic=True)
+    if np.any(req.background != 0):
+        _require_alpha(sources, req.background)
+    return SceneParts(p, "nerf", full, sources, points, colors, split_hint, aabb, synthetic=True)
+
+
+def _load_image_scene(p: Path, req: SceneRequest, notes: list) -> SceneParts:
+    full, sources = _load_single_image(p)
+    return SceneParts(p.parent, "image", full, sources)
+
+
+#: The formats :func:`load_dataset` reads, tried in this order (a folder with both a COLMAP model
+#: and a transforms.json is read as COLMAP). Adding a format is adding an entry.
+SCENE_FORMATS: list[SceneFormat] = [
+    SceneFormat("colmap", lambda p: _colmap_model(p) is not None, _load_colmap_scene),
+    SceneFormat("transforms.json", lambda p: _transforms_file(p) is not None,
+                _load_transforms_scene),
+    SceneFormat("blender", lambda p: any(b.is_file() for b in _blender_files(p)),
+                _load_blender_scene),
+    SceneFormat("image", lambda p: p.is_file() and p.suffix.lower() in IMAGE_EXTENSIONS,
+                _load_image_scene),
+]
+
+
+def _not_a_scene(p: Path) -> str:
+    """Why ``p`` is no scene of any format (one line)."""
+    if p.is_file():
+        return (f"{p} is neither an image ({', '.join(IMAGE_EXTENSIONS)}) nor a transforms.json")
+    if p.is_dir() and find_model(p):
+        return (f"{p} is a COLMAP model folder; pass the scene folder that holds sparse/ and "
+                "images/ instead")
+    if p.is_dir():
+        return (f"{p} is not a dataset: expected a COLMAP model (sparse/0/ or sparse/ with "
+                "cameras/images .bin or .txt), a transforms.json, or an image file")
+    return f"{p} is neither a file nor a folder"
+
+
 def load_dataset(path, *, resolution: float = 1, eval_split: bool = False,
                  background=(0.0, 0.0, 0.0), cache_dir=None, images: str = "images") -> Dataset:
     """Load the scene at ``path``: a folder with ``sparse/0/`` or ``sparse/`` (COLMAP, photos in
@@ -351,51 +461,13 @@ def load_dataset(path, *, resolution: float = 1, eval_split: bool = False,
     if not p.exists():
         raise DatasetError(f"dataset path does not exist: {p}")
     notes: list[str] = []
-    split_hint = None
-    aabb = None
-    synthetic = False
-    if p.is_file():
-        if p.suffix.lower() == ".json":
-            root, kind = p.parent, "nerf"
-            full, sources, points, colors, split_hint, aabb = _load_transforms([p], notes)
-        elif p.suffix.lower() in IMAGE_EXTENSIONS:
-            root, kind = p.parent, "image"
-            full, sources = _load_single_image(p)
-            points = colors = None
-        else:
-            raise DatasetError(f"{p} is neither an image ({', '.join(IMAGE_EXTENSIONS)}) nor a "
-                               "transforms.json")
-    elif p.is_dir():
-        root = p
-        model = find_model(p / "sparse" / "0") or find_model(p / "sparse")
-        blender = [p / f"transforms_{s}.json" for s in ("train", "test")]
-        if model is not None:
-            kind = "colmap"
-            full, sources, points, colors = _load_colmap(p, model, p / images, notes)
-        elif (p / "transforms.json").is_file():
-            kind = "nerf"
-            full, sources, points, colors, split_hint, aabb = _load_transforms(
-                [p / "transforms.json"], notes)
-        elif any(b.is_file() for b in blender):
-            if not blender[0].is_file():
-                raise DatasetError(f"{blender[1]} has no transforms_train.json beside it: a Blender "
-                                   "scene trains on transforms_train.json and evaluates on "
-                                   "transforms_test.json")
-            kind, synthetic = "nerf", True
-            full, sources, points, colors, split_hint, aabb = _load_transforms(
-                [b for b in blender if b.is_file()], notes, synthetic=True)
-            if np.any(bg != 0):
-                _require_alpha(sources, bg)
-        elif find_model(p):
-            raise DatasetError(f"{p} is a COLMAP model folder; pass the scene folder that holds "
-                               "sparse/ and images/ instead")
-        else:
-            raise DatasetError(
-                f"{p} is not a dataset: expected a COLMAP model (sparse/0/ or sparse/ with "
-                "cameras/images .bin or .txt), a transforms.json, or an image file")
-    else:
-        raise DatasetError(f"{p} is neither a file nor a folder")
-
+    fmt = next((f for f in SCENE_FORMATS if f.detect(p)), None)
+    if fmt is None:
+        raise DatasetError(_not_a_scene(p))
+    scene = fmt.load(p, SceneRequest(images=images, background=bg), notes)
+    root, kind, full, sources = scene.root, scene.kind, scene.cameras, scene.sources
+    points, colors, split_hint, aabb = scene.points, scene.colors, scene.split_hint, scene.aabb
+    synthetic = scene.synthetic
     if not full:
         raise DatasetError(f"{p}: the dataset has no cameras")
     check_downscale(resolution, [(c.width, c.height) for c in full])

@@ -19,6 +19,7 @@ SIGINT and SIGTERM finish the current step, write a checkpoint and a PLY, and en
 
 from __future__ import annotations
 
+import contextlib
 import json
 import math
 import os
@@ -241,6 +242,24 @@ def filter_3d_refresh_due(it: int, cfg: TrainConfig, strategy: Strategy) -> bool
     """Antialiased mode: besides after every densification round, Mip-Splatting recomputes the 3D
     filter every 100 steps once densification has stopped, except in the last 100 steps."""
     return it % 100 == 0 and strategy.refine_stop < it < cfg.iters - 100
+
+
+@dataclass
+class Session:
+    """One call of :meth:`Trainer.run`: where it started, the step it is at, what it wrote, and the
+    signal that asked it to stop (None: none)."""
+
+    start: int
+    it: int
+    last_good: str | None          # the newest intact checkpoint
+    ply_path: str | None           # the newest PLY
+    t_start: float
+    blocked_at_start: float
+    loss_every: int
+    stop_signal: int | None = None
+    saved: dict = field(default_factory=lambda: {"checkpoint": None, "ply": None})  # at which step
+    profiled: bool = False
+    stages: dict = field(default_factory=dict)
 
 
 class Trainer:
@@ -475,6 +494,7 @@ class Trainer:
         if any(not 0 <= int(v) < len(self.dataset.cameras) for v in stack):
             raise TrainingError(f"{path} refers to views this dataset does not have")
 
+    # -- the loop: one session of training, in named phases -----------------------------------------
     def run(self, resume: str | None = None, progress=None, on_step=None,
             earlier_signal=None) -> dict:
         """Train to ``cfg.iters``; returns a summary. ``on_step(iteration, trainer)`` is called after
@@ -484,151 +504,198 @@ class Trainer:
         current step, writes a checkpoint and the PLY of that step and returns early with
         ``summary["interrupted"]`` naming the signal and ``summary["signal"]`` its number.
         ``earlier_signal()``: a signal that arrived before training (None if none), which stops the
-        run the same way after its first step (a distributed run: every rank after the same one)."""
-        cfg = self.cfg
+        run the same way after its first step (a distributed run: every rank after the same one).
+
+        Each step: :meth:`train_step` → :meth:`read_losses` → :meth:`write_outputs` (evaluation
+        and PLY before densification, as 3DGS) → :meth:`refine` (the strategy) →
+        :meth:`report` → :meth:`save_state` (the checkpoint holds the refined state, so a resume
+        continues exactly); then :meth:`end`."""
+        s = self.begin(resume)
+        with self._stop_signals(s, earlier_signal):
+            for it in range(s.start + 1, self.cfg.iters + 1):
+                s.it = it
+                self.train_step(s)
+                self.read_losses(s)
+                self.write_outputs(s)
+                self.refine(s)
+                self.report(s, on_step, progress)
+                self.save_state(s)
+                # A replicated step stops where its ranks agreed (all after the same step); a
+                # single one on any signal so far.
+                self.step.stop_requested = s.stop_signal is not None
+                if self.step.stop_agreed:
+                    break
+        return self.end(s)
+
+    def begin(self, resume: str | None) -> "Session":
+        """Set the run up (:meth:`setup`) and open a session from its first step."""
         start = self.setup(resume)
-        last_good = self.latest_checkpoint()       # the one resumed from, if any
-        saved = {"checkpoint": None, "ply": None}  # the step each was last written at
+        cfg = self.cfg
         ply_path = os.path.join(self.out_dir, "point_cloud", f"iteration_{start}", "point_cloud.ply")
-        ply_path = ply_path if start and os.path.isfile(ply_path) else None  # resuming a finished run
-        stop_signal = None
-
-        def on_stop_signal(signum, frame):  # finish the step, save, stop
-            nonlocal stop_signal
-            stop_signal = signum
-
-        old_handlers = ({s: signal.signal(s, on_stop_signal) for s in STOP_SIGNALS}
-                        if _main_thread() else {})
-        if earlier_signal is not None and stop_signal is None:
-            stop_signal = earlier_signal()
         if start >= cfg.iters:
             self.log(f"the run is complete: step {start} of {cfg.iters}")
         else:
             self.log(f"training steps {start + 1}..{cfg.iters}", echo=False)
-        t_start = time.perf_counter()
-        blocked_at_start = self.step.blocked_seconds
-        it = start
-        self.loss_first = self.loss_ema = None   # this run's first batch of losses, their EMA
-        # Losses are read in batches: the GPU path keeps them on the device (one read per batch),
-        # so a NaN is noticed at most this many steps late -- and always before a checkpoint.
-        loss_every = max(1, min(cfg.log_every, 25))
+        self.loss_first = self.loss_ema = None   # this session's first batch of losses, their EMA
+        return Session(start=start, it=start, last_good=self.latest_checkpoint(),
+                       ply_path=ply_path if start and os.path.isfile(ply_path) else None,
+                       t_start=time.perf_counter(), blocked_at_start=self.step.blocked_seconds,
+                       # Losses are read in batches: the GPU path keeps them on the device (one
+                       # read per batch), so a NaN is noticed at most this many steps late -- and
+                       # always before a checkpoint.
+                       loss_every=max(1, min(cfg.log_every, 25)))
 
-        def check_losses(upto: int):
+    @contextlib.contextmanager
+    def _stop_signals(self, s: "Session", earlier_signal):
+        """SIGINT/SIGTERM during the block set ``s.stop_signal`` (the step finishes, then the run
+        saves and stops); the previous handlers come back afterwards."""
+        def on_stop_signal(signum, frame):
+            s.stop_signal = signum
+
+        old = {sig: signal.signal(sig, on_stop_signal) for sig in STOP_SIGNALS} \
+            if _main_thread() else {}
+        if earlier_signal is not None and s.stop_signal is None:
+            s.stop_signal = earlier_signal()
+        try:
+            yield
+        finally:
+            for sig, handler in old.items():
+                signal.signal(sig, handler)
+
+    def train_step(self, s: "Session") -> None:
+        """The step of iteration ``s.it``: its views, the strategy's position noise, forward,
+        loss, backward and the update."""
+        cfg, it = self.cfg, s.it
+        t0 = time.perf_counter()
+        views = [self.next_view() for _ in range(cfg.batch_size)]
+        batch = [View(self.dataset.cameras[v], self.train_target(v), v) for v in views]
+        t1 = time.perf_counter()
+        s.profiled = it % cfg.log_every == 0 and self.step.enable_profiling(True)
+        noise_lr = self.strategy.noise_lr(it)
+        noise = ((noise_lr * self.optim.lr_for("means", it), stream(cfg.seed, it, STREAM_NOISE))
+                 if noise_lr else None)
+        self.step.stop_requested = s.stop_signal is not None
+        self.step.step_batch(batch, self.active_sh_degree(it), noise)
+        if self.step.stop_agreed and s.stop_signal is None:   # another rank was signalled
+            s.stop_signal = signal.SIGTERM
+        self.timing.add("data", t1 - t0)
+        self.timing.add("step", time.perf_counter() - t1)
+
+    def _output_due(self, it: int) -> bool:
+        cfg = self.cfg
+        return (it in cfg.eval_at or it in cfg.save_at or it % cfg.checkpoint_every == 0
+                or it == cfg.iters)
+
+    def _log_due(self, it: int) -> bool:
+        return it % self.cfg.log_every == 0 or it == self.cfg.iters
+
+    def read_losses(self, s: "Session") -> None:
+        """The losses of the steps since the last read, when due (a batch of steps, before any
+        output, a log line or a stop): a non-finite one ends the run with the last good checkpoint
+        named; the stage times of a profiled step."""
+        it = s.it
+        if (it % s.loss_every == 0 or self._output_due(it) or self._log_due(it)
+                or s.stop_signal is not None):
             t = time.perf_counter()
             for loss in self.step.take_losses():
                 if not math.isfinite(loss):
                     raise TrainingError(
-                        f"the loss became {loss} by step {upto}: training diverged. The last good "
-                        f"checkpoint is {last_good or 'none (diverged before the first checkpoint)'}; "
+                        f"the loss became {loss} by step {it}: training diverged. The last good "
+                        f"checkpoint is {s.last_good or 'none (diverged before the first checkpoint)'}; "
                         f"resume from it with lower learning rates or report the scene.")
                 self.loss_ema = loss if self.loss_ema is None else 0.9 * self.loss_ema + 0.1 * loss
             if self.loss_first is None and self.loss_ema is not None:
                 self.loss_first = self.loss_ema
             self.timing.add("step", time.perf_counter() - t)
+        s.stages = {}
+        if s.profiled:
+            s.stages = self.step.stage_times()
+            self.step.enable_profiling(False)
 
-        try:
-            for it in range(start + 1, cfg.iters + 1):
-                t0 = time.perf_counter()
-                views = [self.next_view() for _ in range(cfg.batch_size)]
-                batch = [View(self.dataset.cameras[v], self.train_target(v), v) for v in views]
-                t1 = time.perf_counter()
-                profile = it % cfg.log_every == 0 and self.step.enable_profiling(True)
-                noise_lr = self.strategy.noise_lr(it)
-                noise = ((noise_lr * self.optim.lr_for("means", it), stream(cfg.seed, it, STREAM_NOISE))
-                         if noise_lr else None)
-                self.step.stop_requested = stop_signal is not None
-                self.step.step_batch(batch, self.active_sh_degree(it), noise)
-                if self.step.stop_agreed and stop_signal is None:   # another rank was signalled
-                    stop_signal = signal.SIGTERM
-                t2 = time.perf_counter()
-                self.timing.add("data", t1 - t0)
-                self.timing.add("step", t2 - t1)
-                output_now = (it in cfg.eval_at or it in cfg.save_at or it % cfg.checkpoint_every == 0
-                              or it == cfg.iters)
-                log_now = it % cfg.log_every == 0 or it == cfg.iters
-                if it % loss_every == 0 or output_now or log_now or stop_signal is not None:
-                    check_losses(it)
-                stages = {}
-                if profile:
-                    stages = self.step.stage_times()
-                    self.step.enable_profiling(False)
+    def write_outputs(self, s: "Session") -> None:
+        """Evaluation and the PLY of iteration ``s.it`` when due, before this step's densification
+        and opacity reset, as 3DGS does: a reset step would otherwise be judged on near-transparent
+        Gaussians."""
+        cfg, it = self.cfg, s.it
+        t = time.perf_counter()
+        if self.primary and (it in cfg.eval_at or it == cfg.iters):
+            self.evaluate(it)
+        if self.primary and (it in cfg.save_at or it == cfg.iters):
+            s.ply_path, s.saved["ply"] = self.save_ply(it), it
+        self.timing.add("eval+io", time.perf_counter() - t)
 
-                # Evaluate and save before this step's densification and opacity reset, as 3DGS
-                # does: a reset step would otherwise be judged on near-transparent Gaussians.
-                t4 = time.perf_counter()
-                if self.primary and (it in cfg.eval_at or it == cfg.iters):
-                    self.evaluate(it)
-                if self.primary and (it in cfg.save_at or it == cfg.iters):
-                    ply_path, saved["ply"] = self.save_ply(it), it
-                self.timing.add("eval+io", time.perf_counter() - t4)
+    def refine(self, s: "Session") -> None:
+        """The strategy's hook (densify, prune, relocate, reset), after the outputs as in 3DGS, and
+        the 3D filter of a changed set (antialiased mode). Not after the last step: no step would
+        train its result, and the final PLY, checkpoint and N must be one state."""
+        cfg, it = self.cfg, s.it
+        t = time.perf_counter()
+        version = self.step.state.rows_version
+        for line in self.strategy.after_step(it, self.step.state) if it < cfg.iters else ():
+            self.log(line, echo=False)
+        if (self.step.state.rows_version != version
+                or filter_3d_refresh_due(it, cfg, self.strategy)):
+            self.step.update_filter_3d()
+        self.timing.add("densify", time.perf_counter() - t)
 
-                # Densification (the strategy's hook) comes after the outputs, as in 3DGS: a
-                # checkpoint written below holds the edited state, so a resume continues exactly.
-                # Not after the last step: no step would train its result, and the final PLY,
-                # checkpoint and N must be one state.
-                t3 = time.perf_counter()
-                version = self.step.state.rows_version
-                for line in self.strategy.after_step(it, self.step.state) if it < cfg.iters else ():
-                    self.log(line, echo=False)
-                if (self.step.state.rows_version != version
-                        or filter_3d_refresh_due(it, cfg, self.strategy)):
-                    self.step.update_filter_3d()    # antialiased: the set's 3D filter
-                self.timing.add("densify", time.perf_counter() - t3)
+    def report(self, s: "Session", on_step=None, progress=None) -> None:
+        """The log line when due (loss, N, speed, stage times, device memory) and the hooks."""
+        cfg, it = self.cfg, s.it
+        if self._log_due(it):
+            elapsed = time.perf_counter() - s.t_start
+            line = (f"step {it}/{cfg.iters} loss {self.loss_ema:.4f} N {self.step.num_gaussians} "
+                    f"{(it - s.start) / elapsed:.2f} it/s")
+            if s.stages:
+                line += (f"; device ms {sum(s.stages.values()):.2f}: "
+                         + ", ".join(f"{k} {v:.2f}" for k, v in s.stages.items()))
+            memory = self.step.counters.get("peak_bytes")
+            if memory:
+                line += f"; peak device memory {memory / 2**20:.0f} MiB"
+            self.log(line, echo=False)
+        if on_step is not None:
+            on_step(it, self)
+        if progress is not None:
+            progress(it, self.loss_ema, self)
 
-                if log_now:
-                    elapsed = time.perf_counter() - t_start
-                    n = self.step.num_gaussians
-                    line = (f"step {it}/{cfg.iters} loss {self.loss_ema:.4f} N {n} "
-                            f"{(it - start) / elapsed:.2f} it/s")
-                    if stages:
-                        line += (f"; device ms {sum(stages.values()):.2f}: "
-                                 + ", ".join(f"{k} {v:.2f}" for k, v in stages.items()))
-                    memory = self.step.counters.get("peak_bytes")
-                    if memory:
-                        line += f"; peak device memory {memory / 2**20:.0f} MiB"
-                    self.log(line, echo=False)
-                if on_step is not None:
-                    on_step(it, self)
-                if progress is not None:
-                    progress(it, self.loss_ema, self)
-                t4 = time.perf_counter()
-                check = getattr(self.step, "check_replicas", None)
-                if check is not None and (it % cfg.checkpoint_every == 0 or it == cfg.iters):
-                    self.log(check(), echo=False)   # every rank: a collective
-                if self.primary and (it % cfg.checkpoint_every == 0 or it == cfg.iters):
-                    # after densification: resumes exactly
-                    last_good, saved["checkpoint"] = self.save_checkpoint(it), it
-                self.timing.add("eval+io", time.perf_counter() - t4)
-                # A replicated step stops where its ranks agreed (all after the same step); a
-                # single one on any signal so far.
-                self.step.stop_requested = stop_signal is not None
-                if self.step.stop_agreed:
-                    break
-        finally:
-            for s, handler in old_handlers.items():
-                signal.signal(s, handler)
-        interrupted = stop_signal is not None and it < cfg.iters
+    def save_state(self, s: "Session") -> None:
+        """The replicas' agreement and the checkpoint when due (after refinement: it resumes
+        exactly)."""
+        cfg, it = self.cfg, s.it
+        t = time.perf_counter()
+        due = it % cfg.checkpoint_every == 0 or it == cfg.iters
+        check = getattr(self.step, "check_replicas", None)
+        if check is not None and due:
+            self.log(check(), echo=False)   # every rank: a collective
+        if self.primary and due:
+            s.last_good, s.saved["checkpoint"] = self.save_checkpoint(it), it
+        self.timing.add("eval+io", time.perf_counter() - t)
+
+    def end(self, s: "Session") -> dict:
+        """An interrupted session's checkpoint and PLY (once), the time split, the summary and the
+        ``done:`` line."""
+        cfg, it = self.cfg, s.it
+        interrupted = s.stop_signal is not None and it < cfg.iters
         if interrupted and self.primary:
-            if saved["checkpoint"] != it:
-                last_good = self.save_checkpoint(it)
-            if saved["ply"] != it:
-                ply_path = self.save_ply(it)
-            self.log(f"{signal.Signals(stop_signal).name} at step {it}: saved {last_good} and "
-                     f"{ply_path}; continue with: {self.resume_command}")
-        elapsed = time.perf_counter() - t_start
+            if s.saved["checkpoint"] != it:
+                s.last_good = self.save_checkpoint(it)
+            if s.saved["ply"] != it:
+                s.ply_path = self.save_ply(it)
+            self.log(f"{signal.Signals(s.stop_signal).name} at step {it}: saved {s.last_good} and "
+                     f"{s.ply_path}; continue with: {self.resume_command}")
+        elapsed = time.perf_counter() - s.t_start
         exchange = getattr(self.step, "exchange_seconds", {})
         if exchange:   # a replicated step's reduction: inside "step", shown apart
             self.timing.totals["step"] = self.timing.totals.get("step", 0.0) - sum(exchange.values())
             self.timing.totals.update(exchange)
-        self.timing.split_step(self.step.blocked_seconds - blocked_at_start)
-        summary = dict(iterations=it, seconds=elapsed, ply=ply_path, checkpoint=last_good,
-                       interrupted=signal.Signals(stop_signal).name if interrupted else None,
-                       signal=int(stop_signal) if interrupted else None,
-                       it_per_s=(it - start) / elapsed if elapsed > 0 else 0.0,
+        self.timing.split_step(self.step.blocked_seconds - s.blocked_at_start)
+        summary = dict(iterations=it, seconds=elapsed, ply=s.ply_path, checkpoint=s.last_good,
+                       interrupted=signal.Signals(s.stop_signal).name if interrupted else None,
+                       signal=int(s.stop_signal) if interrupted else None,
+                       it_per_s=(it - s.start) / elapsed if elapsed > 0 else 0.0,
                        num_gaussians=self.step.num_gaussians, final_loss=self.loss_ema,
                        timing=self.timing.totals, out_dir=self.out_dir,
                        peak_device_bytes=self.step.counters.get("peak_bytes"))
-        steps = f"{it - start} steps" + (f" ({start + 1}..{it})" if start else "")   # this session's
+        steps = f"{it - s.start} steps" + (f" ({s.start + 1}..{it})" if s.start else "")
         self.log(f"done: {steps} in {elapsed:.1f}s ({summary['it_per_s']:.2f} it/s), "
                  f"N {summary['num_gaussians']}; time: {self.timing.summary()}")
         return summary
