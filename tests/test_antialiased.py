@@ -482,11 +482,21 @@ def test_gpu_training_run(tmp_path, gpu_ctx):
     cam = trainer.dataset.cameras[trainer.dataset.test_indices[0]]
     r = GpuRenderer(gpu_ctx, config=ANTIALIASED)
     r.upload_model(model)
-    assert np.abs(r.render(cam, step.background) - step.render(cam)).max() < 1e-3
+    # The fused PLY renders the trained model's image (typically within 4e-8). Its scales and
+    # opacities are the filter's, computed once in float64 and stored in float32 instead of on
+    # the fly: a pair whose alpha sits on the 1/255 skip threshold can fall on the other side
+    # (seen once: one pixel off by 2.7e-3), changing those pixels by at most that alpha.
+    d = np.abs(r.render(cam, step.background) - step.render(cam))
+    assert (d > 1e-5).mean() < 0.005 and d.max() < 2 * ANTIALIASED.alpha_min, (d.max(),
+                                                                               (d > 1e-5).sum())
 
 
 def test_gpu_training_step_renders_and_trains_like_the_reference(gpu_ctx):
-    """A few antialiased steps on the device and in NumPy from the same state stay together."""
+    """Antialiased steps on the device and in NumPy from the same state agree: each step's loss,
+    and the render after five. Each step starts both paths from the device's state: along a free
+    trajectory Adam turns the last-bit differences of near-zero gradients into steps of a whole
+    learning rate (m/√v ≈ ±1), so paths that started together drift apart by chance (seen: 1.3e-4
+    in the loss after five free steps)."""
     seed = fresh_seed()
     model, cam, target = make_problem(seed, 200, 48, 40, config=ANTIALIASED)
     gpu = _aa_step(gpu_ctx, model, cam)
@@ -494,10 +504,15 @@ def test_gpu_training_step_renders_and_trains_like_the_reference(gpu_ctx):
     cpu.set_filter_cameras(filter_cameras(cam))
     cpu.update_filter_3d()
     np.testing.assert_allclose(gpu.filter_3d(), cpu.filter_3d(), rtol=2e-6)
-    for _ in range(5):
+    for k in range(5):
+        cpu.state.upload(gpu.state.download())
+        cpu.update_filter_3d()
         gpu.step(cam, target, view_id=0)
         cpu.step(cam, target)
-    np.testing.assert_allclose(gpu.take_losses(), cpu.take_losses(), rtol=1e-4)
+        np.testing.assert_allclose(gpu.take_losses(), cpu.take_losses(), rtol=1e-4,
+                                   err_msg=f"seed {seed}, step {k}")
+    cpu.state.upload(gpu.state.download())
+    cpu.update_filter_3d()
     assert np.abs(gpu.render(cam) - cpu.render(cam)).max() < 1e-3, f"seed {seed}"
 
 
