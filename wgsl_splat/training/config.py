@@ -12,13 +12,12 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from .. import options
-from ..options import PRESET_NAMES, option, section
+from ..options import option, section
 from ..render_config import RENDER_MODES, check_mode
 from ..strategy import STRATEGIES, strategy_names
 from .losses import LossConfig
 from .optim import OptimConfig
 
-PRESETS = PRESET_NAMES
 # steps at which test views are evaluated (the 3DGS paper's 7k and 30k, plus the early curve)
 EVAL_AT = (1_000, 2_000, 3_000, 7_000, 15_000, 30_000)
 
