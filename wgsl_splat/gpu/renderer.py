@@ -85,8 +85,15 @@ def check_model_fits(ctx: GpuContext, n: int, sh_coeffs: int, other_bytes: tuple
     need = render_bytes(n, sh_coeffs, pixels)
     if budget is not None and need > budget:
         raise ModelTooLargeError(
-            f"{n} Gaussians at SH degree {degree} need {need / 2**20:.0f} MiB of device memory to "
-            f"render; this adapter has {budget / 2**20:.0f} MiB (WGSL_SPLAT_DEVICE_MEMORY)")
+            f"{n} Gaussians at SH degree {degree} need {size_text(need)} of device memory to "
+            f"render; this adapter has {size_text(budget)} (WGSL_SPLAT_DEVICE_MEMORY)")
+
+
+def size_text(nbytes: int) -> str:
+    """``0.5 MiB``, ``118 MiB``, ``2.31 GiB``."""
+    if nbytes >= 1 << 30:
+        return f"{nbytes / 2**30:.3g} GiB"
+    return f"{nbytes / 2**20:.3g} MiB"
 
 
 class GpuRenderer:

@@ -130,33 +130,51 @@ class GpuTrainStep(TrainStep):
     @property
     def max_gaussians(self) -> int:
         """The most Gaussians this step can hold: what the adapter's bindings reach
-        (:func:`~wgsl_splat.gpu.renderer.max_gaussians`) and what its memory budget holds at the
-        current image size (:attr:`~wgsl_splat.gpu.runtime.GpuContext.memory_bytes`)."""
+        (:func:`~wgsl_splat.gpu.renderer.max_gaussians`) and what its memory budget holds
+        (:attr:`~wgsl_splat.gpu.runtime.GpuContext.memory_bytes`) beside the image-sized buffers
+        of the views trained so far, a row operation's headroom included."""
         cap = max_gaussians(self.ctx, self.renderer.sh_coeffs)
         budget = self.ctx.memory_bytes
         if budget is not None:
-            cap = min(cap, max(0, budget - self.fixed_bytes()) // self.bytes_per_gaussian())
+            cap = min(cap, max(0, budget - self.fixed_bytes()) // self.bytes_per_gaussian(True))
         return cap
 
-    def bytes_per_gaussian(self) -> int:
+    def bytes_per_gaussian(self, headroom: bool = False) -> int:
         """Device bytes one more Gaussian costs in a step: parameters and moments, gradients
         unless Adam is fused, the splat, its gradients, rectangle and depth-sort entries, the
-        statistics, the 3D filter, and room for intersections (4 bytes each, 8 per Gaussian,
-        with the capacity's slack); a row operation needs no more (it replaces the step's
-        transient buffers with one array's new pages at a time)."""
+        statistics, the 3D filter, room for intersections (12 at 4 bytes); ``headroom``: plus
+        what a row operation needs beyond the step (one array's new pages while the old ones
+        exist, the step's per-splat buffers freed)."""
         from .pages import RECT_BYTES, SPLAT_BYTES, row_bytes  # noqa: PLC0415
 
         k = self.renderer.sh_coeffs
         per = row_bytes(k) * (3 if self.fused_adam else 4)
-        per += SPLAT_BYTES + 4 * GRAD2D_FLOATS + RECT_BYTES + 16 + 4 * max(len(self.statistics), 1)
-        per += 4 * self.render_config.antialiased + 48
+        per_splat = SPLAT_BYTES + 4 * GRAD2D_FLOATS + RECT_BYTES + 16
+        per += per_splat + 4 * max(len(self.statistics), 1) + 4 * self.render_config.antialiased
+        per += 48
+        if headroom:
+            per += max(row_bytes(k) - per_splat, 0)
         return per
 
     def fixed_bytes(self) -> int:
-        """Device bytes that do not grow with N: the image-sized buffers of the last step's size
-        and the resident training images (their cache is evicted first when N grows)."""
-        return max(self.pool.current_bytes - self.bytes_per_gaussian() * self.renderer.num
-                   - self._target_bytes, 0)
+        """Device bytes that do not grow with N: the image-sized buffers of the largest view so
+        far (the image, last contributors and transmittances, dL/dimage, the loss's scratch, one
+        resident training image), the emission and sort tables, and a margin."""
+        r = self.renderer
+        pixels = r.width * r.height
+        loss = 36 if self.loss.variant == "tiled" else 48
+        tables = sum(self.pool.size(n) for n in ("emit_table", r.depth_sort.table)
+                     if n in self.pool)
+        return pixels * (12 + 8 + 12 + loss + 12) + tables + (16 << 20)
+
+    def _cache_budget(self) -> int:
+        """Bytes the resident training images may take now: the configured cache, within what
+        the memory budget leaves beside everything else the pool holds."""
+        budget = self.ctx.memory_bytes
+        if budget is None:
+            return self.target_cache_bytes
+        others = self.pool.current_bytes - self._target_bytes
+        return max(0, min(self.target_cache_bytes, budget - others - (16 << 20)))
 
     def release_transients(self) -> None:
         """Free the buffers a step rebuilds anyway (before a row operation needs the room): the
@@ -258,9 +276,14 @@ class GpuTrainStep(TrainStep):
         img = np.ascontiguousarray(target, np.float32)
         if img.ndim != 3 or img.shape[2] != 3:
             raise ValueError(f"target must be (H, W, 3), got {img.shape}")
-        if view_id is None or img.nbytes > self.target_cache_bytes:
+        cache = self._cache_budget()
+        if view_id is None or img.nbytes > cache:
+            while self._targets:      # memory is short: no resident image stays
+                _, (old, nbytes) = self._targets.popitem(last=False)
+                self.pool.free(old)
+                self._target_bytes -= nbytes
             return self.loss.upload_target(img, "target_scratch")
-        while self._targets and self._target_bytes + img.nbytes > self.target_cache_bytes:
+        while self._targets and self._target_bytes + img.nbytes > cache:
             _, (old, nbytes) = self._targets.popitem(last=False)
             self.pool.free(old)
             self._target_bytes -= nbytes
