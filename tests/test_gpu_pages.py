@@ -102,6 +102,54 @@ def test_gradients_and_a_step_are_the_same_on_one_and_on_many_bindings(gpu_ctx, 
     np.testing.assert_array_equal(a.stats["denom"], b.stats["denom"])
 
 
+#: the buffers a gradient computation writes: parameter gradients (every page), the splats (both
+#: halves), the copy of their screen-space gradients, the image and its gradient. Not ``grad2d``
+#: itself: an accumulator that the projection backward pass leaves zero for the next step (checked)
+OUTPUTS = ("grads", "grad2d_copy", "splats", "splats_hi", "image", "grad_image")
+
+
+def poison(pool, prefixes=OUTPUTS):
+    """Fill every buffer named ``prefix`` or ``prefix@page`` with 0xFF bytes (NaN as float32): a
+    page or half a kernel leaves unwritten shows as NaN instead of as an earlier result."""
+    hit = [name for name in pool.names() if name.split("@")[0] in prefixes]
+    for name in hit:
+        pool.write(name, np.full(pool.size(name), 0xFF, np.uint8))
+    return hit
+
+
+def test_gradients_over_poisoned_outputs_are_the_same_on_one_and_on_many_bindings(
+        gpu_ctx, small_ctx):
+    """Fresh random inputs each run; both devices compute once on other data (the buffers exist),
+    then every output buffer is poisoned before the gradients that are compared."""
+    seed = fresh_seed()
+    model, cam, target = scene(seed)
+    other, other_cam, other_target = scene(seed + 1)
+    results = []
+    for ctx in (gpu_ctx, small_ctx):
+        step = GpuTrainStep(ctx, other, OptimConfig())
+        step.gradients(other_cam, other_target)
+        step.state.upload(HostArrays.fresh(model, step.state.stat_names))
+        hit = poison(step.pool)
+        assert {"grads", "grad2d_copy", "splats", "image"} <= set(hit)
+        if ctx is small_ctx:          # the pages beyond the first and the upper splat buffer
+            assert {"grads@5", "splats_hi"} <= set(hit), hit
+        results.append(step.gradients(cam, target))
+        for name in ("grad2d", "grad2d_hi"):
+            if name in step.pool:
+                left = step.pool.read_array(name, np.float32, step.pool.size(name) // 4)
+                assert not np.any(left), f"{name} not left zero"
+    ga, gb = results
+    for g in (ga, gb):
+        assert np.all(np.isfinite(g.image)) and np.all(np.isfinite(g.screen)), f"seed {seed}"
+        for name, arr in g.params.arrays().items():
+            assert np.all(np.isfinite(arr)), f"seed {seed}: {name} holds poison"
+    assert ga.loss == gb.loss
+    np.testing.assert_array_equal(ga.image, gb.image)
+    assert rel_error(gb.screen, ga.screen)[0] <= 1e-5, f"seed {seed}"
+    for name, g in ga.params.arrays().items():
+        assert rel_error(gb.params.arrays()[name], g)[0] <= 1e-5, f"seed {seed}: {name}"
+
+
 def test_row_operations_are_the_same_on_one_and_on_many_bindings(gpu_ctx, small_ctx):
     """ADC's grow (clones, splits, prunes across pages), MCMC's relocation and growth, the opacity
     reset: from the same uploaded state, the same state bit for bit."""
