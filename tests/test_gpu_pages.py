@@ -55,7 +55,7 @@ def scene(seed, sh_degree=3):
 def test_the_small_device_spans_pages_and_both_splat_buffers(small_ctx):
     paging = Paging(small_ctx.max_binding_bytes, 16)
     assert paging.rows == 256 and paging.split == 1280 and paging.count(N) == 6
-    model, cam, _ = scene(fresh_seed())
+    model, _, _ = scene(fresh_seed())
     r = GpuRenderer(small_ctx)
     r.upload_model(model)
     assert len(r.pages) == 6 and "params@5" in r.pool and "splats_hi" in r.pool
@@ -172,7 +172,7 @@ def test_row_operations_are_the_same_on_one_and_on_many_bindings(gpu_ctx, small_
 
 
 def test_the_3d_filter_is_the_same_on_one_and_on_many_bindings(gpu_ctx, small_ctx):
-    model, cam, target = scene(fresh_seed())
+    model, cam, _ = scene(fresh_seed())
     out = []
     for ctx in (gpu_ctx, small_ctx):
         step = GpuTrainStep(ctx, HostArrays.fresh(model), OptimConfig(),
