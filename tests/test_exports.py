@@ -332,3 +332,19 @@ def test_spz_sh_signs_of_the_axis_change():
     # xx-yy) -> (-, +, +, -, +), degree 3 odd in y+z -> signs of (y, xyz, y, z, x, z, x) terms
     signs = spz_module.sh_axis_signs(spz_module.RDF_TO_RUB)
     np.testing.assert_array_equal(signs, [-1, -1, 1, -1, 1, 1, -1, 1, -1, 1, -1, -1, 1, -1, 1])
+
+
+def test_train_export_writes_each_format_next_to_the_final_ply(tmp_path):
+    out = tmp_path / "run"
+    res = CliRunner().invoke(main, ["train", "--preset", "smoke", "--iters", "20", "-r", "4",
+                                    "--device", "cpu", "--out", str(out), "--export", "splat",
+                                    "--export", "compressed-ply", "--export", "splat"])
+    assert res.exit_code == 0, res.output
+    folder = out / "point_cloud" / "iteration_20"
+    assert only_files(folder) == ["point_cloud.compressed.ply", "point_cloud.ply",
+                                  "point_cloud.splat"]
+    assert res.output.count("as splat to") == 1          # a repeated format is written once
+    n = int(next(l for l in (folder / "point_cloud.compressed.ply").read_bytes()
+                 .split(b"end_header")[0].decode().splitlines() if l.startswith("element vertex"))
+            .split()[2])
+    assert (folder / "point_cloud.splat").stat().st_size == 32 * n

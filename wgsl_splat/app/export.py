@@ -64,3 +64,12 @@ def write_export(model, mode: str, fmt_name: str, out_path: str, echo, source: s
         size += f", {100 * result.num_bytes / os.path.getsize(source):.1f}% of the PLY"
     echo(f"Exported {len(model)} Gaussians ({mode}) as {fmt_name} to {out_path} ({size})")
     return out_path
+
+
+def export_run(ply_path: str, formats, echo) -> list[str]:
+    """``train --export``: the run's final PLY in each format, next to it."""
+    from ..data.exports import default_export_path, get_format
+
+    model, mode = load_model_and_mode(ply_path)
+    return [write_export(model, mode, name, default_export_path(ply_path, get_format(name)), echo,
+                         source=ply_path) for name in dict.fromkeys(formats)]
