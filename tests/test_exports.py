@@ -348,3 +348,13 @@ def test_train_export_writes_each_format_next_to_the_final_ply(tmp_path):
                  .split(b"end_header")[0].decode().splitlines() if l.startswith("element vertex"))
             .split()[2])
     assert (folder / "point_cloud.splat").stat().st_size == 32 * n
+
+
+def test_docs_hold_the_registry_table():
+    from wgsl_splat.data.exports import format_table
+
+    docs = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "docs",
+                        "exports.md")
+    with open(docs) as f:
+        assert format_table() in f.read(), ("docs/exports.md is out of date: paste the output of "
+                                            "python -m wgsl_splat.data.exports")

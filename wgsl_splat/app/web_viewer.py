@@ -406,6 +406,8 @@ class TrainingWebPreview:
         if self._t_last is not None:
             self._credit = min(self.max_credit, self._credit + self.budget * (now - self._t_last))
         self._t_last = now
+        if not self._was_connected and getattr(trainer.step, "renderer", True) is None:
+            self.viewer.max_pixels = 320 * 240      # the NumPy path: seconds per megapixel
         if not self._was_connected or now - self._last_status >= 1.0:
             self._update_status(it, trainer, now)
             self._was_connected = True

@@ -25,7 +25,7 @@ from ...model import GaussianModel
 from ._common import Encoded, ExportError
 
 __all__ = ["ExportError", "ExportFormat", "ExportResult", "FORMATS", "FORMAT_NAMES", "Encoded",
-           "get_format", "encode_model", "export_model", "default_export_path"]
+           "get_format", "encode_model", "export_model", "default_export_path", "format_table"]
 
 
 @dataclass(frozen=True)
@@ -67,6 +67,14 @@ FORMATS = (
 )
 FORMAT_NAMES = tuple(f.name for f in FORMATS)
 _BY_NAME = {f.name: f for f in FORMATS}
+
+
+def format_table() -> str:
+    """The Markdown table of the formats (docs/exports.md holds it; a test keeps them equal):
+    ``python -m wgsl_splat.data.exports`` prints it."""
+    rows = ["| format | file | what it keeps | layout followed |", "|---|---|---|---|"]
+    rows += [f"| `{f.name}` | `{f.suffix}` — {f.title} | {f.keeps} | {f.spec} |" for f in FORMATS]
+    return "\n".join(rows)
 
 
 def get_format(name: str) -> ExportFormat:
