@@ -22,7 +22,8 @@ FORMAT_HELP = "; ".join(f"{f.name} ({f.suffix}): {f.title}" for f in FORMATS)
               help="Output file (default: MODEL_PATH with the format's suffix). For sog, a path "
                    "ending in meta.json writes the unbundled folder (meta.json + WebP images).")
 @click.option("--sh-palette", type=click.IntRange(1, 65536), default=None,
-              help="sog only: SH palette entries (default: N/4 as a power of two, 256..16384).")
+              help="sog only: SH palette entries (default: N/4 as a power of two, 256..8192; "
+                   "more is closer to the PLY and slower: docs/exports.md).")
 @DROP_NONFINITE_OPTION
 def export(model_path, fmt, out_path, sh_palette, drop_nonfinite):
     """Write MODEL_PATH (.ply) as FORMAT: spz, splat, compressed-ply or sog (what each keeps:

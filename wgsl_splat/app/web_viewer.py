@@ -185,8 +185,8 @@ class WebViewer:
         return f"http://{host}:{self.port}"
 
     def close(self) -> None:
-        with contextlib.suppress(Exception):
-            self.server.stop()
+        with contextlib.suppress(Exception), contextlib.redirect_stdout(io.StringIO()):
+            self.server.stop()                  # (viser prints "Server stopped")
 
     @property
     def connected(self) -> int:
@@ -234,13 +234,13 @@ class WebViewer:
         elif points is not None and len(points):
             from .view_camera import OrbitCamera
 
-            orbit = OrbitCamera.for_points(points)
-            self.server.scene.set_up_direction(tuple(-orbit.up))
+            orbit = OrbitCamera.for_points(points)      # the window viewer's first view
+            self.server.scene.set_up_direction(tuple(orbit.up))   # up in the image
             init = self.server.initial_camera
             init.fov = math.radians(orbit.fov_y_deg)
             init.position = tuple(orbit.eye)
             init.look_at = tuple(orbit.target)
-            init.up = tuple(-orbit.up)
+            init.up = tuple(orbit.up)
 
     def look_through(self, client, i: int) -> None:
         """Point ``client``'s camera through dataset camera ``i``."""
