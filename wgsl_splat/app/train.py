@@ -9,6 +9,7 @@ import time
 
 import click
 
+from ..data.datasets import scene_formats_text
 from ..data.exports import FORMAT_NAMES
 from ..errors import UserError
 from ..options import PRESET_NAMES
@@ -22,7 +23,15 @@ RUN_FLAGS = {"data": ("DATA", "data"), "resolution": ("-r/--resolution", "resolu
              "eval_split": ("--eval", "eval_split"), "preset": ("--preset", "preset")}
 
 
-@click.command()
+TRAIN_HELP = f"""Train on DATA: {scene_formats_text()}, or 'default' (the embedded procedural
+scene). Writes a .ply, checkpoints, metrics.json and a log into --out, which holds one run: an
+existing run is continued (--resume latest) or replaced (--overwrite).
+
+SIGINT (Ctrl-C) and SIGTERM finish the current step, save a checkpoint and the PLY, and exit with
+130 / 143."""
+
+
+@click.command(help=TRAIN_HELP)
 @click.argument("data", required=False, default="default")
 @click.option("--out", "out_dir", default=None, type=click.Path(file_okay=False),
               help="Output folder (default: runs/<scene name>).")
@@ -60,12 +69,6 @@ RUN_FLAGS = {"data": ("DATA", "data"), "resolution": ("-r/--resolution", "resolu
 @click.pass_context
 def train(ctx, data, out_dir, preset, eval_split, resolution, device, adapter_filter, resume,
           overwrite, preview, preview_web, host, port, exports, devices, distributed, **flags):
-    """Train on DATA: a COLMAP folder, a transforms.json scene, one image, or 'default' (the
-    embedded procedural scene). Writes a .ply, checkpoints, metrics.json and a log into --out,
-    which holds one run: an existing run is continued (--resume latest) or replaced (--overwrite).
-
-    SIGINT (Ctrl-C) and SIGTERM finish the current step, save a checkpoint and the PLY, and exit
-    with 130 / 143."""
     given = given_config_flags(ctx)
     cfg = configure(preset, flags.get("strategy"), given, flags)
     sources = (click.core.ParameterSource.COMMANDLINE, click.core.ParameterSource.ENVIRONMENT)

@@ -8,6 +8,7 @@ import click
 import numpy as np
 
 from ..camera import Camera
+from ..data.datasets import scene_formats_text
 from ..errors import UserError
 from .common import (
     ADAPTER_OPTION,
@@ -26,7 +27,7 @@ from .web_viewer import HOST_OPTION, PORT_OPTION
 @click.command()
 @click.argument("model_path", type=click.Path(dir_okay=False))
 @click.option("--data", default=None,
-              help="A scene (COLMAP folder, transforms.json scene or 'default') whose cameras N/B step through.")
+              help=f"A scene ({scene_formats_text()}, or 'default') whose cameras N/B step through.")
 @click.option("-r", "--resolution", type=click.IntRange(min=1), default=1, show_default=True,
               help="Downscale factor of the scene's cameras (as in training).")
 @click.option("--size", default="960x720", show_default=True, help="Window size WxH.")
