@@ -1,5 +1,6 @@
 """Command-line interface: ``python -m wgsl_splat COMMAND``, one module per command in this
-package (``train``, ``render``, ``eval``, ``view``, ``bench``, ``gradcheck``, ``devices``). Each
+package (``train``, ``render``, ``eval``, ``view``, ``export``, ``bench``, ``gradcheck``,
+``devices``). Each
 imports its heavy modules lazily so that ``--help`` stays fast and a missing GPU never breaks
 unrelated commands."""
 
@@ -9,7 +10,7 @@ import sys
 
 import click
 
-from . import bench, devices, evaluate, gradcheck, render, train, view
+from . import bench, devices, evaluate, export, gradcheck, render, train, view
 
 
 class SplatGroup(click.Group):
@@ -38,8 +39,8 @@ def main() -> None:
     """3D Gaussian Splatting on WGSL compute shaders (wgpu), with a NumPy reference path."""
 
 
-for command in (render.render, train.train, evaluate.eval_cmd, view.view, bench.bench,
-                gradcheck.gradcheck, devices.devices):
+for command in (render.render, train.train, evaluate.eval_cmd, view.view, export.export,
+                bench.bench, gradcheck.gradcheck, devices.devices):
     main.add_command(command)
 
 

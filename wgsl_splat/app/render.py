@@ -9,6 +9,7 @@ import click
 import numpy as np
 
 from ..atomic_io import save_png
+from ..data.datasets import scene_formats_text
 from ..errors import UserError
 from ..model import GaussianModel
 from .common import (
@@ -28,8 +29,8 @@ from .common import (
 @click.command()
 @click.argument("model_path", required=False, type=click.Path(dir_okay=False))
 @click.option("--data", "data", default="default", show_default=True,
-              help="The scene whose cameras to render from (next to its images): a COLMAP folder, "
-                   "a transforms.json scene, an image, or 'default' (the embedded scene).")
+              help="The scene whose cameras to render from (next to its images): "
+                   f"{scene_formats_text()}, or 'default' (the embedded scene).")
 @click.option("-r", "--resolution", type=click.IntRange(min=1), default=1, show_default=True,
               help="Downscale factor of the scene's cameras (as in training).")
 @click.option("--camera", "camera_json", type=click.Path(exists=True, dir_okay=False),

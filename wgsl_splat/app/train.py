@@ -9,18 +9,29 @@ import time
 
 import click
 
+from ..data.datasets import scene_formats_text
+from ..data.exports import FORMAT_NAMES
 from ..errors import UserError
 from ..options import PRESET_NAMES
 from ..render_config import CLASSIC, RenderConfig, render_config
 from .common import ADAPTER_OPTION, DEVICE_OPTION, gpu_context, load_training_data
 from .config_cli import add_config_flags, configure, flag_value, given_config_flags
+from .web_viewer import HOST_OPTION, PORT_OPTION
 
 # run-level flags a resumed run must agree with: parameter name -> (flag, run-info key)
 RUN_FLAGS = {"data": ("DATA", "data"), "resolution": ("-r/--resolution", "resolution"),
              "eval_split": ("--eval", "eval_split"), "preset": ("--preset", "preset")}
 
 
-@click.command()
+TRAIN_HELP = f"""Train on DATA: {scene_formats_text()}, or 'default' (the embedded procedural
+scene). Writes a .ply, checkpoints, metrics.json and a log into --out, which holds one run: an
+existing run is continued (--resume latest) or replaced (--overwrite).
+
+SIGINT (Ctrl-C) and SIGTERM finish the current step, save a checkpoint and the PLY, and exit with
+130 / 143."""
+
+
+@click.command(help=TRAIN_HELP)
 @click.argument("data", required=False, default="default")
 @click.option("--out", "out_dir", default=None, type=click.Path(file_okay=False),
               help="Output folder (default: runs/<scene name>).")
@@ -40,6 +51,14 @@ RUN_FLAGS = {"data": ("DATA", "data"), "resolution": ("-r/--resolution", "resolu
 @click.option("--preview", is_flag=True,
               help="Show the model live in a window while it trains (GPU path; ignored without a "
                    "display).")
+@click.option("--preview-web", is_flag=True,
+              help="Serve the run to web browsers (needs wgsl_splat[web]; --host, --port): the "
+                   "model as it trains, the dataset's cameras, the loss curve, N, it/s.")
+@HOST_OPTION
+@PORT_OPTION
+@click.option("--export", "exports", type=click.Choice(FORMAT_NAMES), multiple=True,
+              help="At the end of the run also write the final PLY in this format next to it "
+                   "(repeatable; see `wgsl_splat export`).")
 @click.option("--devices", default=None,
               help="GPU path: train on several adapters at once, 'all' or adapter indices like "
                    "0,1 (see `wgsl_splat devices`); the batch is split across them.")
@@ -49,13 +68,7 @@ RUN_FLAGS = {"data": ("DATA", "data"), "resolution": ("-r/--resolution", "resolu
 @add_config_flags
 @click.pass_context
 def train(ctx, data, out_dir, preset, eval_split, resolution, device, adapter_filter, resume,
-          overwrite, preview, devices, distributed, **flags):
-    """Train on DATA: a COLMAP folder, a transforms.json scene, one image, or 'default' (the
-    embedded procedural scene). Writes a .ply, checkpoints, metrics.json and a log into --out,
-    which holds one run: an existing run is continued (--resume latest) or replaced (--overwrite).
-
-    SIGINT (Ctrl-C) and SIGTERM finish the current step, save a checkpoint and the PLY, and exit
-    with 130 / 143."""
+          overwrite, preview, preview_web, host, port, exports, devices, distributed, **flags):
     given = given_config_flags(ctx)
     cfg = configure(preset, flags.get("strategy"), given, flags)
     sources = (click.core.ParameterSource.COMMANDLINE, click.core.ParameterSource.ENVIRONMENT)
@@ -64,7 +77,8 @@ def train(ctx, data, out_dir, preset, eval_split, resolution, device, adapter_fi
                  resolution=resolution, device=device, adapter_filter=adapter_filter,
                  resume=resume, overwrite=overwrite, preview=preview, devices=devices,
                  distributed=distributed, cfg=cfg,
-                 given=ResumeCheck(given_run, {cf: flags[cf.param] for cf in given}))
+                 given=ResumeCheck(given_run, {cf: flags[cf.param] for cf in given}),
+                 web=(host, port) if preview_web else None, exports=exports)
 
 
 class ResumeCheck:
@@ -173,13 +187,18 @@ def _resumed_settings(meta: dict, run: dict, given: ResumeCheck) -> tuple:
 
 def run_training(data="default", out_dir=None, preset="default", eval_split=False, resolution=1,
                  device="auto", adapter_filter=None, resume=None, overwrite=False, preview=False,
-                 devices=None, distributed=False, cfg=None, given: ResumeCheck | None = None
-                 ) -> None:
+                 devices=None, distributed=False, cfg=None, given: ResumeCheck | None = None,
+                 web=None, exports=()) -> None:
     """The ``train`` command with its configuration settled (``cfg``: the preset's when None)."""
     from ..training.config import make_config
 
     cfg = cfg or make_config(preset)
     given = given or ResumeCheck()
+    if web:   # fail fast (no viser, port taken), before any image is decoded
+        from .web_viewer import check_port, import_viser
+
+        import_viser()
+        check_port(*web)
     try:   # what needs no data is refused before the run folder is touched
         cfg.check()
         cfg.optim.for_batch(cfg.batch_size)
@@ -192,9 +211,9 @@ def run_training(data="default", out_dir=None, preset="default", eval_split=Fals
     out_dir = out_dir or _default_out_dir(data, resume)
     if distributed:
         return _train_distributed(out_dir, cfg, run_info, data, resolution, eval_split, device,
-                                  devices, resume, overwrite, given)
+                                  devices, resume, overwrite, given, web, exports)
     _train_locked(out_dir, cfg, run_info, data, resolution, eval_split, device, adapter_filter,
-                  resume, overwrite, given, preview, devices)
+                  resume, overwrite, given, preview, devices, web, exports)
 
 
 def _default_out_dir(data: str, resume: str | None) -> str:
@@ -241,7 +260,7 @@ def _open_run(out_dir, cfg, run_info, resume, overwrite, given):
 
 
 def _train_locked(out_dir, cfg, run_info, data, resolution, eval_split, device, adapter_filter,
-                  resume, overwrite, given, preview, devices) -> None:
+                  resume, overwrite, given, preview, devices, web=None, exports=()) -> None:
     lock, resume, cfg, run_info, notes = _open_run(out_dir, cfg, run_info, resume, overwrite,
                                                    given)
     try:
@@ -249,13 +268,13 @@ def _train_locked(out_dir, cfg, run_info, data, resolution, eval_split, device, 
             data, resolution, eval_split = (run_info["data"], run_info["resolution"],
                                             run_info["eval_split"])
         _train_in(out_dir, cfg, run_info, data, resolution, eval_split, device, adapter_filter,
-                  resume, preview, devices, notes=notes)
+                  resume, preview, devices, notes=notes, web=web, exports=exports)
     finally:
         lock.release()
 
 
 def _train_distributed(out_dir, cfg, run_info, data, resolution, eval_split, device, devices,
-                       resume, overwrite, given) -> None:
+                       resume, overwrite, given, web=None, exports=()) -> None:
     """``train --distributed``: every rank trains a replica; rank 0 holds the run folder and
     writes every output, the other ranks log into a scratch folder. Any rank's error ends every
     rank (MPI_Abort) after a line that names the rank; the last checkpoint stays intact (written
@@ -287,7 +306,8 @@ def _train_distributed(out_dir, cfg, run_info, data, resolution, eval_split, dev
                                             run_info["eval_split"])
         if world.rank == 0:
             _train_in(out_dir, cfg, run_info, data, resolution, eval_split, device, None, resume,
-                      False, devices, world, notes=notes, earlier_signal=early)
+                      False, devices, world, notes=notes, earlier_signal=early, web=web,
+                      exports=exports)
         else:
             scratch = tempfile.mkdtemp(prefix=f"wgsl_splat_rank{world.rank}_")
             try:
@@ -385,7 +405,8 @@ def _inside(path: str, folder: str) -> bool:
 
 
 def _train_in(out_dir, cfg, run_info, data, resolution, eval_split, device, adapter_filter,
-              resume, preview, devices=None, world=None, notes=(), earlier_signal=None) -> None:
+              resume, preview, devices=None, world=None, notes=(), earlier_signal=None,
+              web=None, exports=()) -> None:
     """The run itself, in a locked output folder."""
     from ..data.datasets import DatasetError
     from ..training.evaluation import held_out_views
@@ -414,6 +435,11 @@ def _train_in(out_dir, cfg, run_info, data, resolution, eval_split, device, adap
     held_out = len(held_out_views(dataset))
     click.echo(f"Training {len(dataset.train_indices)} views ({held_out} held out) "
                f"for {cfg.iters} steps ({cfg.render_mode}) on {path_name} -> {out_dir}")
+    web_hook = None
+    if web:   # before the trainer: a port in use is one line before anything is written
+        from .web_viewer import TrainingWebPreview
+
+        web_hook = TrainingWebPreview(dataset, *web, cfg.render_mode, click.echo)
     trainer = Trainer(dataset, cfg, out_dir, factory, log=click.echo,
                       run_info=dict(run_info, device=path_name),
                       primary=world is None or world.rank == 0)
@@ -423,6 +449,10 @@ def _train_in(out_dir, cfg, run_info, data, resolution, eval_split, device, adap
     on_step = None
     if preview:
         on_step = _preview_hook(dataset, click.echo)
+    if web_hook is not None:
+        from .web_viewer import chain_hooks
+
+        on_step = chain_hooks(on_step, web_hook)
     bar = click.progressbar(length=cfg.iters, label="training", show_eta=True, show_pos=True,
                             item_show_func=lambda s: s, file=None)
     state = {"done": 0, "t0": time.perf_counter()}
@@ -459,6 +489,10 @@ def _train_in(out_dir, cfg, run_info, data, resolution, eval_split, device, adap
                    f"{out_dir}. Continue with: {again}")
         raise click.exceptions.Exit(128 + summary["signal"])   # what shells report for a signal
     click.echo(f"Results in {out_dir}: {ply}, metrics.json, train.log, checkpoints/")
+    if exports and summary["ply"]:
+        from .export import export_run
+
+        export_run(summary["ply"], exports, click.echo)
 
 
 def _write_failed(exc: OSError, checkpoint: str | None, again: str) -> str:

@@ -366,6 +366,7 @@ class SceneFormat:
     name: str
     detect: Callable[[Path], bool]
     load: Callable[[Path, SceneRequest, list], SceneParts]
+    what: str   # what the user passes, for the CLI's help and the "not a dataset" error
 
 
 def _colmap_model(p: Path):
@@ -413,14 +414,20 @@ def _load_image_scene(p: Path, req: SceneRequest, notes: list) -> SceneParts:
 #: The formats :func:`load_dataset` reads, tried in this order (a folder with both a COLMAP model
 #: and a transforms.json is read as COLMAP). Adding a format is adding an entry.
 SCENE_FORMATS: list[SceneFormat] = [
-    SceneFormat("colmap", lambda p: _colmap_model(p) is not None, _load_colmap_scene),
+    SceneFormat("colmap", lambda p: _colmap_model(p) is not None, _load_colmap_scene,
+                "a COLMAP folder (sparse/0/ or sparse/ with cameras/images .bin or .txt)"),
     SceneFormat("transforms.json", lambda p: _transforms_file(p) is not None,
-                _load_transforms_scene),
+                _load_transforms_scene, "a transforms.json or its folder"),
     SceneFormat("blender", lambda p: any(b.is_file() for b in _blender_files(p)),
-                _load_blender_scene),
+                _load_blender_scene, "a Blender scene (transforms_train.json + _test.json)"),
     SceneFormat("image", lambda p: p.is_file() and p.suffix.lower() in IMAGE_EXTENSIONS,
-                _load_image_scene),
+                _load_image_scene, "an image file"),
 ]
+
+
+def scene_formats_text() -> str:
+    """The formats as the CLI's help and errors list them, from :data:`SCENE_FORMATS`."""
+    return ", ".join(f.what for f in SCENE_FORMATS)
 
 
 def _not_a_scene(p: Path) -> str:
@@ -431,8 +438,7 @@ def _not_a_scene(p: Path) -> str:
         return (f"{p} is a COLMAP model folder; pass the scene folder that holds sparse/ and "
                 "images/ instead")
     if p.is_dir():
-        return (f"{p} is not a dataset: expected a COLMAP model (sparse/0/ or sparse/ with "
-                "cameras/images .bin or .txt), a transforms.json, or an image file")
+        return f"{p} is not a dataset: expected one of: {scene_formats_text()}"
     return f"{p} is neither a file nor a folder"
 
 
