@@ -37,7 +37,7 @@ from ..model import PARAM_FLOATS, GaussianModel, param_offsets, sh_degree_from_c
 from ..render_config import CLASSIC, RenderConfig
 from .pages import RECT_BYTES, SPLAT_BYTES, ModelTooLargeError, Page, Paging, page_name, row_bytes
 from .pages import row_window
-from .pool import UNIFORM_USAGE, BufferPool, buffer_usage
+from .pool import STAGING_CHUNK, UNIFORM_USAGE, BufferPool, buffer_usage
 from .runtime import GpuContext, GpuError
 from .shaders import ShaderLibrary
 from .sort import PrefixScan, RadixSorter, grid_2d
@@ -488,6 +488,11 @@ class GpuRenderer:
             check = readback or self._check_next
             img_bytes = 12 * self.width * self.height
             img_slot = -(-img_bytes // 256) * 256 if readback else 0
+            # an image beyond one staging chunk (4 MiB: 1280x800 and up) is read after the
+            # counters, in chunks; smaller ones come back with them in one copy
+            chunked = img_slot + COUNTERS_BYTES > STAGING_CHUNK
+            if chunked:
+                img_slot = 0
             with self.ctx.guard("encoding and submitting the forward render"):
                 staging = self.pool.staging(img_slot + COUNTERS_BYTES) if check else None
                 enc = self.ctx.device.create_command_encoder(label="forward")
@@ -495,7 +500,7 @@ class GpuRenderer:
                 self.encode_forward(cpass)
                 cpass.end()
                 if check:
-                    if readback:
+                    if readback and not chunked:
                         enc.copy_buffer_to_buffer(self.pool["image"], 0, staging, 0, img_bytes)
                     enc.copy_buffer_to_buffer(self.pool["counters"], 0, staging, img_slot,
                                               COUNTERS_BYTES)
@@ -509,6 +514,9 @@ class GpuRenderer:
             self._check_next = False
             self.overflowed = total > self.capacity
             if not self.overflowed:
+                if readback and chunked:
+                    return self.pool.read_array("image", np.float32, img_bytes // 4).reshape(
+                        self.height, self.width, 3)
                 if readback:
                     return np.frombuffer(data, np.float32, img_bytes // 4).reshape(
                         self.height, self.width, 3).copy()
