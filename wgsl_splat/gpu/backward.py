@@ -25,7 +25,7 @@ import numpy as np
 from ..training.losses import LossConfig, ParamTerm
 from ..training.statistics import STANDARD, resolve, statistics_wgsl
 from .loss import SLOT
-from .pages import SPLAT_BYTES, page_name, row_window
+from .pages import SPLAT_BYTES, page_name
 from .pool import UNIFORM_USAGE, BufferPool, buffer_usage
 from .renderer import GpuRenderer
 from .runtime import GpuContext, GpuError

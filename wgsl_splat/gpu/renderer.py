@@ -33,10 +33,18 @@ from __future__ import annotations
 import numpy as np
 
 from ..camera import Camera
-from ..model import PARAM_FLOATS, GaussianModel, param_offsets, sh_degree_from_coeffs
+from ..model import GaussianModel, param_offsets, sh_degree_from_coeffs
 from ..render_config import CLASSIC, RenderConfig
-from .pages import RECT_BYTES, SPLAT_BYTES, ModelTooLargeError, Page, Paging, page_name, row_bytes
-from .pages import row_window
+from .pages import (
+    RECT_BYTES,
+    SPLAT_BYTES,
+    ModelTooLargeError,
+    Page,
+    Paging,
+    page_name,
+    row_bytes,
+    row_window,
+)
 from .pool import STAGING_CHUNK, UNIFORM_USAGE, BufferPool, buffer_usage
 from .runtime import GpuContext, GpuError
 from .shaders import ShaderLibrary
@@ -51,8 +59,15 @@ RENDER_ROW_BYTES = SPLAT_BYTES + RECT_BYTES + 16 + 16
 # Per pixel: the image (12), last contributor and final transmittance (8).
 RENDER_PIXEL_BYTES = 20
 
-__all__ = ["GpuRenderer", "ModelTooLargeError", "SPLAT_BYTES", "COUNTERS_BYTES", "max_gaussians",
-           "check_model_fits", "render_bytes"]
+__all__ = [
+    "COUNTERS_BYTES",
+    "SPLAT_BYTES",
+    "GpuRenderer",
+    "ModelTooLargeError",
+    "check_model_fits",
+    "max_gaussians",
+    "render_bytes",
+]
 
 
 def max_gaussians(ctx: GpuContext, sh_coeffs: int, other_bytes: tuple = ()) -> int:

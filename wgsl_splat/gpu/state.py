@@ -35,7 +35,7 @@ from ..training.state import (
     budget,
 )
 from ..training.statistics import accessors_wgsl, resolve
-from .pages import Page, page_name, row_bytes, row_window
+from .pages import Page, page_name, row_bytes
 from .pool import UNIFORM_USAGE, buffer_usage
 from .sort import PrefixScan, grid_2d
 
