@@ -14,7 +14,7 @@ from pathlib import Path
 import numpy as np
 
 __all__ = ["IMAGE_EXTENSIONS", "ImageReadError", "Distortion", "ImageCache", "image_has_alpha", "read_image",
-           "read_image_size", "resize_area", "undistort_image", "max_outside_pixels", "to_u8",
+           "read_image_size", "read_mask", "resize_area", "undistort_image", "max_outside_pixels", "to_u8",
            "user_cache_root", "is_writable_dir"]
 
 IMAGE_EXTENSIONS = (".png", ".jpg", ".jpeg", ".bmp", ".tif", ".tiff", ".webp")
@@ -72,6 +72,13 @@ def read_image(path) -> np.ndarray:
     if arr.ndim == 2:
         arr = np.repeat(arr[:, :, None], 3, axis=2)
     return np.ascontiguousarray(arr, dtype=np.float32)
+
+
+def read_mask(path) -> np.ndarray:
+    """A mask file as (H,W) float32 in [0,1]: the brightest colour channel (grey, RGB or a
+    palette; an alpha channel is ignored). Black = masked (gsplat, Brush, OpenSplat)."""
+    img = read_image(path)
+    return np.ascontiguousarray(img[..., :3].max(axis=2))
 
 
 def reason(exc: BaseException) -> str:

@@ -2,7 +2,8 @@
 outputs, checkpoints and resume.
 
 The loop talks to a :class:`~wgsl_splat.training.step.TrainStep` (NumPy or GPU) and to a dataset object with
-``cameras``, ``train_indices``, ``test_indices``, ``load_image(i)``, ``points``, ``point_colors``,
+``cameras``, ``train_indices``, ``test_indices``, ``load_image(i)``, ``load_target(i)`` (the image
+with its masked pixels marked, ``reference/loss.py``), ``load_mask(i)``, ``points``, ``point_colors``,
 ``scene_extent()``, ``bounds()``, ``background`` and ``notes``.
 
 Outputs in ``out_dir``: ``cfg.json``, ``train.log``, ``metrics.json``,
@@ -211,16 +212,16 @@ def check_new_run(dataset, cfg: TrainConfig) -> None:
 def empty_image_loss(dataset, cfg: TrainConfig, views: int = 8) -> float:
     """The image loss of a model that renders nothing (the background alone), averaged over up to
     ``views`` training views spread over the set: what a model that collapsed to nothing scores."""
-    from ..reference.loss import l1, ssim
+    from ..reference.loss import loss_and_grad
 
     ids = dataset.train_indices
     pick = sorted({ids[int(k)] for k in np.linspace(0, len(ids) - 1, min(views, len(ids))).round()})
     lam = cfg.loss.lambda_dssim
     losses = []
     for i in pick:
-        gt = np.asarray(dataset.load_image(i), np.float32)
+        gt = np.asarray(dataset.load_target(i), np.float32)
         empty = np.broadcast_to(np.asarray(cfg.background, np.float32), gt.shape)
-        losses.append((1.0 - lam) * l1(empty, gt) + lam * (1.0 - ssim(empty, gt)))
+        losses.append(loss_and_grad(empty, gt, lam)[0])
     return float(np.mean(losses))
 
 
@@ -309,7 +310,7 @@ class Trainer:
         the dataset holds them decoded as 8-bit (:meth:`~wgsl_splat.data.datasets.Dataset.preload`)."""
         if self.step.holds_target(i):
             return None
-        return np.ascontiguousarray(self.dataset.load_image(i), dtype=np.float32)
+        return np.ascontiguousarray(self.dataset.load_target(i), dtype=np.float32)
 
     def next_view(self) -> int:
         if not self.view_stack:
