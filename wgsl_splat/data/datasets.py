@@ -12,7 +12,12 @@ Decisions (see also the docstrings below):
   ``OPENCV``, ``FULL_OPENCV``) is removed on load: each pixel of an undistorted pinhole image with
   the *same* intrinsics samples the source bilinearly at its forward-distorted position (exact, no
   iterative inversion). The few output pixels whose source lies outside the photo take the nearest
-  edge pixel. Fisheye and other models are refused with the ``colmap image_undistorter`` hint.
+  edge pixel. Fisheye lenses (COLMAP ``OPENCV_FISHEYE``, ``SIMPLE_RADIAL_FISHEYE``,
+  ``RADIAL_FISHEYE``; transforms.json ``camera_model: OPENCV_FISHEYE`` or ``is_fisheye``) are
+  undistorted the same way to a pinhole view of the same size and principal point whose focal
+  length is chosen so that the view is as wide as it can be with every pixel inside the photo
+  (:func:`~wgsl_splat.data.images.fisheye_view`; the note says how much of the photo it keeps).
+  Other models are refused with the ``colmap image_undistorter`` hint.
 - ``resolution=N`` shrinks every image by N with exact area averaging (a box filter that also
   handles sizes N does not divide; no cropping) and scales the cameras with :meth:`Camera.scaled`.
   Undistortion runs at the source resolution, before the downscale.
@@ -53,9 +58,13 @@ from .colmap import ColmapError, find_model, read_model
 from .images import (
     IMAGE_EXTENSIONS,
     Distortion,
+    Fisheye,
+    FisheyeError,
     ImageCache,
     ImageReadError,
     image_has_alpha,
+    fisheye_kept_fraction,
+    fisheye_view,
     max_outside_pixels,
     read_image,
     read_image_size,
@@ -662,6 +671,19 @@ def _scaled_source(path, ws, hs, width, height, fx, fy, cx, cy, dist) -> ImageSo
 
 
 def _distortion_note(sources: list[ImageSource], what: str) -> str | None:
+    fisheye = {(s.width, s.height, s.fx, s.fy, s.cx, s.cy, s.distortion): s for s in sources
+               if isinstance(s.distortion, Fisheye)}
+    if fisheye:
+        kept = [fisheye_kept_fraction(*key) for key in fisheye]
+        fov = [np.rad2deg(2 * np.arctan(0.5 * w / (fx * d.scale))) for w, _, fx, _, _, _, d in fisheye]
+        n = sum(isinstance(s.distortion, Fisheye) for s in sources)
+        return (f"undistorting {n} fisheye images to pinhole views on load ({what}): the widest "
+                f"view with every pixel inside the photo, horizontal field of view "
+                f"{min(fov):.0f}°{'' if max(fov) - min(fov) < 0.5 else f'–{max(fov):.0f}°'}, "
+                f"keeping {100 * min(kept):.0f}%"
+                f"{'' if max(kept) - min(kept) < 0.005 else f'–{100 * max(kept):.0f}%'} of the "
+                f"photo's area (the corners beyond it are cropped) at focal length ×"
+                f"{min(d.scale for *_, d in fisheye):.2f} (the centre's sampling)")
     distorted = [s for s in sources if s.distortion is not None]
     if not distorted:
         return None
@@ -675,8 +697,22 @@ def _distortion_note(sources: list[ImageSource], what: str) -> str | None:
 
 # -------------------------------------------------------------------------------------- COLMAP
 
-def _colmap_intrinsics(cam) -> tuple[float, float, float, float, Distortion | None]:
+def _fisheye(k, cam, fx, fy, cx, cy, where: str) -> Fisheye:
+    try:
+        return fisheye_view(k, cam.width, cam.height, fx, fy, cx, cy)
+    except FisheyeError as exc:
+        raise DatasetError(f"{where}: {exc}") from None
+
+
+def _colmap_intrinsics(cam) -> tuple[float, float, float, float, Distortion | Fisheye | None]:
     p = [float(v) for v in cam.params]
+    where = f"camera {cam.id} ({cam.model})"
+    if cam.model == "OPENCV_FISHEYE":
+        return p[0], p[1], p[2], p[3], _fisheye(p[4:8], cam, *p[:4], where)
+    if cam.model == "SIMPLE_RADIAL_FISHEYE":
+        return p[0], p[0], p[1], p[2], _fisheye(p[3:4], cam, p[0], p[0], p[1], p[2], where)
+    if cam.model == "RADIAL_FISHEYE":
+        return p[0], p[0], p[1], p[2], _fisheye(p[3:5], cam, p[0], p[0], p[1], p[2], where)
     if cam.model == "SIMPLE_PINHOLE":
         return p[0], p[0], p[1], p[2], None
     if cam.model == "PINHOLE":
@@ -731,9 +767,10 @@ def _load_colmap(root: Path, model: tuple[str, str], images_dir: Path, notes: li
             dist = None
         path = images_dir / im.name
         ws, hs = _source_size(path, c.width, c.height, f"its camera {c.id} ({c.model})")
+        view = dist.scale if isinstance(dist, Fisheye) else 1.0   # the pinhole view's focal
         try:
-            cams.append(Camera(im.world_to_camera, fx, fy, cx, cy, c.width, c.height, im.name,
-                               str(path)))
+            cams.append(Camera(im.world_to_camera, fx * view, fy * view, cx, cy, c.width,
+                               c.height, im.name, str(path)))
         except ValueError as exc:
             raise DatasetError(f"image {im.name}, camera {c.id}: {exc}") from None
         sources.append(_scaled_source(path, ws, hs, c.width, c.height, fx, fy, cx, cy, dist))
@@ -914,10 +951,10 @@ def _transforms_camera(meta: dict, frame: dict, path: Path, w2c: np.ndarray, whe
         return frame.get(key, meta.get(key, default))
 
     model = str(get("camera_model", "OPENCV")).upper()
-    if get("is_fisheye", False) or model not in ("OPENCV", "PINHOLE", "SIMPLE_PINHOLE"):
-        raise DatasetError(f"{where}: camera model {model if model != 'OPENCV' else 'fisheye'} "
-                           "is not supported; convert the images to a pinhole camera first "
-                           f"(for a COLMAP source: {UNDISTORT_HINT})")
+    fisheye = model == "OPENCV_FISHEYE" or bool(get("is_fisheye", False))
+    if model not in ("OPENCV", "OPENCV_FISHEYE", "PINHOLE", "SIMPLE_PINHOLE"):
+        raise DatasetError(f"{where}: camera model {model} is not supported; convert the images "
+                           f"to a pinhole camera first (for a COLMAP source: {UNDISTORT_HINT})")
     size = _checked(read_image_size, path)
     try:
         width, height = int(get("w", size[0])), int(get("h", size[1]))
@@ -934,16 +971,23 @@ def _transforms_camera(meta: dict, frame: dict, path: Path, w2c: np.ndarray, whe
         else:
             fy = fx
         cx, cy = float(get("cx", width / 2)), float(get("cy", height / 2))
-        dist = Distortion(tuple(float(get(k, 0.0)) for k in ("k1", "k2", "k3", "k4")),
-                          float(get("p1", 0.0)), float(get("p2", 0.0)))
+        ks = tuple(float(get(k, 0.0)) for k in ("k1", "k2", "k3", "k4"))
+        dist = None if fisheye else Distortion(ks, float(get("p1", 0.0)), float(get("p2", 0.0)))
     except DatasetError:
         raise
     except (TypeError, ValueError) as exc:
         raise DatasetError(f"{where}: bad camera intrinsics ({exc})") from None
-    dist = None if dist.is_identity else dist
+    if fisheye:   # p1, p2 are no part of the fisheye model
+        try:
+            dist = fisheye_view(ks, width, height, fx, fy, cx, cy)
+        except FisheyeError as exc:
+            raise DatasetError(f"{where}: {exc}") from None
+    elif dist.is_identity:
+        dist = None
     ws, hs = _source_size(path, width, height, "the camera in transforms.json", size)
+    view = dist.scale if isinstance(dist, Fisheye) else 1.0   # the pinhole view's focal
     try:
-        cam = Camera(w2c, fx, fy, cx, cy, width, height, path.name, str(path))
+        cam = Camera(w2c, fx * view, fy * view, cx, cy, width, height, path.name, str(path))
     except ValueError as exc:
         raise DatasetError(f"{where}: {exc}") from None
     return cam, _scaled_source(path, ws, hs, width, height, fx, fy, cx, cy, dist)
