@@ -2,6 +2,8 @@
 gradient is zero, the metrics skip them; the loaders find masks/ beside images/ and the alpha of
 RGBA photos, and refuse masks of the wrong size or missing for some images."""
 
+import json
+
 import numpy as np
 import pytest
 
@@ -248,3 +250,19 @@ def test_masked_metrics_skip_masked_pixels():
     assert m["psnr"] > image_metrics(render, gt)["psnr"] + 3, f"seed={seed}"
     assert m["l1"] == pytest.approx(np.abs(q(render) - q(gt))[keep].mean(), abs=1e-12)
     assert image_metrics(gt, gt, keep)["ssim"] == pytest.approx(1.0, abs=1e-12)
+
+
+def test_a_masked_run_scores_unmasked_pixels_and_says_so(tmp_path):
+    from click.testing import CliRunner
+
+    from wgsl_splat.app.cli import main
+
+    rng, _ = fresh_rng()
+    _colmap_with_masks(tmp_path / "scene", rng, n=9)
+    res = CliRunner().invoke(main, ["train", str(tmp_path / "scene"), "--out", str(tmp_path / "r"),
+                                    "--device", "cpu", "--preset", "smoke", "--eval", "--iters",
+                                    "3"])
+    assert res.exit_code == 0, res.output
+    assert "(2 masked views: unmasked pixels only)" in res.output
+    metrics = json.loads((tmp_path / "r" / "metrics.json").read_text())["iteration_3"]
+    assert "2 of 2 views masked" in metrics["protocol"]
