@@ -76,6 +76,22 @@ def train(scene: Path, out: Path, r: int, iters: int, device: str, preset: str,
     return json.loads((out / "metrics.json").read_text())
 
 
+def picture(scene: Path, runs: list[Path], r: int, iters: int, out: Path) -> str:
+    """Photo | unmasked run | masked run of the held-out view where the two runs differ most."""
+    from wgsl_splat.data.datasets import load_dataset
+
+    d = load_dataset(scene, resolution=r, eval_split=True)
+    per = [json.loads((run / "metrics.json").read_text())[f"iteration_{iters}"]["per_view"]
+           for run in runs]
+    name = max(per[0], key=lambda n: per[1][n]["psnr"] - per[0][n]["psnr"])
+    i = next(i for i in d.test_indices if d.cameras[i].name == name)
+    tiles = [(np.clip(d.load_image(i), 0, 1) * 255 + 0.5).astype(np.uint8)]
+    tiles += [np.asarray(Image.open(run / "test" / f"iteration_{iters}" / name).convert("RGB"))
+              for run in runs]
+    Image.fromarray(np.concatenate(tiles, axis=1)).save(out)
+    return name
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--data", type=Path, required=True, help="the fox scene (transforms.json)")
@@ -87,6 +103,7 @@ def main() -> None:
                                                       "compressed (a CPU-sized run)")
     ap.add_argument("--train-args", default="", help="more train flags, e.g. "
                                                      "'--densify-until 1200'")
+    ap.add_argument("--picture", type=Path, default=None, help="write a comparison PNG here")
     args = ap.parse_args()
     masked, unmasked = args.work / "masked", args.work / "unmasked"
     for d in (masked, unmasked):
@@ -95,12 +112,16 @@ def main() -> None:
     shutil.copytree(masked, unmasked)
     shutil.rmtree(unmasked / "masks")
     print(f"{painted} training views painted with a transient ball")
-    for label, scene in (("with masks", masked), ("without masks", unmasked)):
+    for label, scene in (("without masks", unmasked), ("with masks", masked)):
         m = train(scene, args.work / f"run_{scene.name}", args.r, args.iters, args.device,
                   args.preset, args.train_args.split())
         ev = m[f"iteration_{args.iters}"]
         print(f"{label:14s} held-out PSNR {ev['mean']['psnr']:.2f} dB, SSIM "
               f"{ev['mean']['ssim']:.4f}, L1 {ev['mean']['l1']:.4f}, N {ev['num_gaussians']}")
+    if args.picture:
+        runs = [args.work / "run_unmasked", args.work / "run_masked"]
+        name = picture(masked, runs, args.r, args.iters, args.picture)
+        print(f"{args.picture}: photo | without masks | with masks, held-out view {name}")
 
 
 if __name__ == "__main__":

@@ -284,8 +284,8 @@ class Dataset:
                 m = undistort_image(m[..., None], src.fx, src.fy, src.cx, src.cy,
                                     src.distortion)[..., 0]
             keep = resize_area(m, *shape) >= MASK_KEEP
-        if self.alpha_mask:
-            pixels = self._pixels(i) if pixels is None else pixels
+        if self.alpha_mask and (pixels is not None or _checked(image_has_alpha, src.path)):
+            pixels = self._pixels(i) if pixels is None else pixels   # decoded only when RGBA
             if pixels.shape[2] == 4:
                 a = pixels[..., 3]
                 a = a.astype(np.float32) / 255.0 if a.dtype == np.uint8 else a
