@@ -250,8 +250,9 @@ def test_colmap_distorted_model_is_undistorted_on_load(tmp_path, rng):
 
 
 def test_colmap_unsupported_model_gives_undistort_hint(tmp_path, rng):
-    make_colmap(tmp_path, rng, models=[("OPENCV_FISHEYE", [50, 50, 20, 15, 0.1, 0, 0, 0])])
-    with pytest.raises(DatasetError, match="OPENCV_FISHEYE.*colmap image_undistorter"):
+    # (fisheyes are undistorted since issue 24: tests/test_fisheye.py)
+    make_colmap(tmp_path, rng, models=[("FOV", [50, 50, 20, 15, 0.1])])
+    with pytest.raises(DatasetError, match="FOV.*colmap image_undistorter"):
         load_dataset(tmp_path)
 
 
@@ -362,7 +363,8 @@ def test_transforms_point_cloud_and_refused_models(tmp_path):
     d = load_dataset(tmp_path)
     assert np.array_equal(d.points, [[0, 1, 2], [3, 4, 5]])
     assert np.array_equal(d.point_colors, [[1, 0, 0], [0, 0, 1]])
-    for bad in ({"camera_model": "OPENCV_FISHEYE"}, {"is_fisheye": True}):
+    # (fisheyes are undistorted since issue 24: tests/test_fisheye.py)
+    for bad in ({"camera_model": "EQUIRECTANGULAR"}, {"camera_model": "FOV"}):
         (tmp_path / "transforms.json").write_text(json.dumps({**meta, **bad}))
         with pytest.raises(DatasetError, match="not supported.*pinhole"):
             load_dataset(tmp_path)

@@ -204,6 +204,9 @@ def run_training(data="default", out_dir=None, preset="default", eval_split=Fals
         cfg.optim.for_batch(cfg.batch_size)
     except ValueError as exc:
         raise UserError(str(exc)) from None
+    if cfg.appearance and (devices is not None or distributed):
+        raise UserError("--appearance keeps each view's colour transform on one device: it does "
+                        "not combine with --devices or --distributed")
     run_info = dict(data=data if data == "default" else os.path.abspath(data), resolution=resolution,
                     eval_split=eval_split, preset=preset)
     if resume and overwrite:

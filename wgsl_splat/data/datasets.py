@@ -12,7 +12,12 @@ Decisions (see also the docstrings below):
   ``OPENCV``, ``FULL_OPENCV``) is removed on load: each pixel of an undistorted pinhole image with
   the *same* intrinsics samples the source bilinearly at its forward-distorted position (exact, no
   iterative inversion). The few output pixels whose source lies outside the photo take the nearest
-  edge pixel. Fisheye and other models are refused with the ``colmap image_undistorter`` hint.
+  edge pixel. Fisheye lenses (COLMAP ``OPENCV_FISHEYE``, ``SIMPLE_RADIAL_FISHEYE``,
+  ``RADIAL_FISHEYE``; transforms.json ``camera_model: OPENCV_FISHEYE`` or ``is_fisheye``) are
+  undistorted the same way to a pinhole view of the same size and principal point whose focal
+  length is chosen so that the view is as wide as it can be with every pixel inside the photo
+  (:func:`~wgsl_splat.data.images.fisheye_view`; the note says how much of the photo it keeps).
+  Other models are refused with the ``colmap image_undistorter`` hint.
 - ``resolution=N`` shrinks every image by N with exact area averaging (a box filter that also
   handles sizes N does not divide; no cropping) and scales the cameras with :meth:`Camera.scaled`.
   Undistortion runs at the source resolution, before the downscale.
@@ -23,6 +28,15 @@ Decisions (see also the docstrings below):
   write into shared data) the cache goes to ``$XDG_CACHE_HOME/wgsl_splat/<scene>-<hash>/r<N>``.
   Cold and cached loads return identical arrays (both go through the 8-bit quantisation).
 - RGBA images are downscaled with premultiplied alpha and composited on ``background`` last.
+- **Masks** (docs/captures.md): ``masks/`` beside the image folder (COLMAP: beside ``images/``;
+  transforms.json: beside the json, or a frame's ``mask_path`` as nerfstudio writes it) holds one
+  mask per image under the image's name, the name with ``.png`` appended, or with its extension
+  replaced by ``.png``; black = left out of the loss and the metrics. A mask of another size than
+  its image, or masks for only some images, is an error. The alpha channel of an RGBA photo in a
+  COLMAP scene is a mask too (combined with a mask file when both exist); transforms.json and
+  Blender scenes keep compositing alpha onto the background (the NeRF-synthetic convention: there
+  the background is part of the picture). Masks go through the same undistortion and area
+  downscale as their images; a pixel counts when its processed mask value is ≥ 0.5.
 """
 
 from __future__ import annotations
@@ -32,23 +46,29 @@ import json
 import math
 import os
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Callable
 from pathlib import Path
 
 import numpy as np
 
 from ..camera import Camera
+from ..reference.loss import masked_target
 from .colmap import ColmapError, find_model, read_model
 from .images import (
     IMAGE_EXTENSIONS,
     Distortion,
+    Fisheye,
+    FisheyeError,
     ImageCache,
     ImageReadError,
     image_has_alpha,
+    fisheye_kept_fraction,
+    fisheye_view,
     max_outside_pixels,
     read_image,
     read_image_size,
+    read_mask,
     reason,
     resize_area,
     to_u8,
@@ -63,6 +83,8 @@ UNDISTORT_HINT = ("undistort the scene first: colmap image_undistorter --image_p
 SINGLE_IMAGE_FOCAL_FACTOR = 10.0  # single-image mode: fx = fy = 10·max(W, H), nearly orthographic
 NERF_SYNTHETIC_HALF_SIDE = 1.3    # 3DGS's random-init cube for Blender-layout scenes
 MIN_DOWNSCALED_SIDE = 8  # px: -r may not shrink an image below this (1x1 images train silently)
+MASK_FOLDER = "masks"    # beside images/ (gsplat, Brush, OpenSplat, nerfstudio)
+MASK_KEEP = 0.5          # a processed mask value at or above this keeps the pixel
 _CACHE_VERSION = "1"
 _MAX_LISTED = 5
 # Decoded images kept in memory by preload(), 8-bit (a quarter of float32): every training view
@@ -119,6 +141,7 @@ class ImageSource:
     cx: float
     cy: float
     distortion: Distortion | None = None
+    mask: str | None = None   # the mask file (same size as the image), None: no mask file
 
 
 @dataclass(eq=False)
@@ -149,6 +172,8 @@ class Dataset:
     stats: dict = field(default_factory=lambda: {"decoded": 0, "cache_hits": 0,
                                                   "cache_writes": 0}, repr=False)
     memory_images: list[np.ndarray] | None = field(default=None, repr=False)  # embedded scene
+    alpha_mask: bool = False   # an RGBA photo's alpha is a mask (COLMAP), not composited
+    resident_masks: dict = field(default_factory=dict, init=False, repr=False)  # i -> mask/None
     resident: dict = field(default_factory=dict, init=False, repr=False)  # preload(): i -> pixels
     preloaded: bool = field(default=False, init=False, repr=False)
 
@@ -172,11 +197,30 @@ class Dataset:
         return None if self.cache is None else self.cache.directory
 
     def load_image(self, i: int) -> np.ndarray:
-        """Image of camera ``i``: (H,W,3) float32 in [0,1], alpha composited on the background."""
+        """Image of camera ``i``: (H,W,3) float32 in [0,1], alpha composited on the background
+        (:attr:`alpha_mask`: alpha dropped, it is the mask of :meth:`load_mask`)."""
         if self.memory_images is not None:
             return self.memory_images[i]
         pixels = self.resident.get(i)
         return self._composite(self._pixels(i) if pixels is None else pixels)
+
+    def load_mask(self, i: int) -> np.ndarray | None:
+        """Camera ``i``'s mask, (H,W) bool, False = left out of the loss and the metrics; None
+        when every pixel counts (no mask file, or one that keeps everything)."""
+        if self.memory_images is not None:
+            return None
+        if i in self.resident_masks:
+            return self.resident_masks[i]
+        return self._mask(i, self.resident.get(i))
+
+    def load_target(self, i: int) -> np.ndarray:
+        """What training compares camera ``i``'s render with: :meth:`load_image` with its masked
+        pixels set to :data:`~wgsl_splat.reference.loss.MASKED` (both paths' convention)."""
+        return masked_target(self.load_image(i), self.load_mask(i))
+
+    @property
+    def has_mask_files(self) -> bool:
+        return any(s.mask for s in self.sources)
 
     def preload(self, progress=None, train_budget: int = TRAIN_RESIDENT_BYTES,
                 test_budget: int = TEST_RESIDENT_BYTES) -> None:
@@ -191,10 +235,13 @@ class Dataset:
         used = {True: 0, False: 0}
         for i in range(len(self.cameras)):
             pixels = self._pixels(i)
+            mask = self._mask(i, pixels)
+            nbytes = pixels.nbytes + (0 if mask is None else mask.nbytes)
             is_train = i in train
-            if used[is_train] + pixels.nbytes <= (train_budget if is_train else test_budget):
+            if used[is_train] + nbytes <= (train_budget if is_train else test_budget):
                 self.resident[i] = pixels
-                used[is_train] += pixels.nbytes
+                self.resident_masks[i] = mask
+                used[is_train] += nbytes
             if progress is not None:
                 progress(1)
         self.preloaded = True
@@ -222,6 +269,29 @@ class Dataset:
             self.stats["cache_writes"] += 1
         return u8
 
+    def _mask(self, i: int, pixels: np.ndarray | None) -> np.ndarray | None:
+        """The mask of camera ``i`` (:meth:`load_mask`) from its mask file and, when
+        :attr:`alpha_mask`, the alpha of its processed ``pixels`` (decoded when None)."""
+        cam, src = self.cameras[i], self.sources[i]
+        shape = (cam.height, cam.width)
+        keep = None
+        if src.mask:
+            m = _checked(read_mask, src.mask)
+            if m.shape != (src.height, src.width):
+                raise DatasetError(f"mask {src.mask} is {m.shape[1]}x{m.shape[0]} but its image "
+                                   f"{src.path} is {src.width}x{src.height}")
+            if src.distortion is not None:
+                m = undistort_image(m[..., None], src.fx, src.fy, src.cx, src.cy,
+                                    src.distortion)[..., 0]
+            keep = resize_area(m, *shape) >= MASK_KEEP
+        if self.alpha_mask and (pixels is not None or _checked(image_has_alpha, src.path)):
+            pixels = self._pixels(i) if pixels is None else pixels   # decoded only when RGBA
+            if pixels.shape[2] == 4:
+                a = pixels[..., 3]
+                a = a.astype(np.float32) / 255.0 if a.dtype == np.uint8 else a
+                keep = (a >= MASK_KEEP) if keep is None else keep & (a >= MASK_KEEP)
+        return None if keep is None or keep.all() else keep
+
     def _decode(self, src: ImageSource) -> np.ndarray:
         img = _checked(read_image, src.path)
         self.stats["decoded"] += 1
@@ -246,8 +316,8 @@ class Dataset:
     def _composite(self, img: np.ndarray) -> np.ndarray:
         if img.dtype == np.uint8:
             img = img.astype(np.float32) / 255.0
-        if img.shape[2] == 3:
-            return np.ascontiguousarray(img, dtype=np.float32)
+        if img.shape[2] == 3 or self.alpha_mask:   # alpha_mask: the alpha is the mask
+            return np.ascontiguousarray(img[..., :3], dtype=np.float32)
         a = img[..., 3:]
         return np.ascontiguousarray(img[..., :3] * a + self.background * (1.0 - a),
                                     dtype=np.float32)
@@ -354,6 +424,7 @@ class SceneParts:
     split_hint: dict | None = None
     aabb: np.ndarray | None = None
     synthetic: bool = False
+    mask_origin: str | None = None   # where the sources' masks came from (messages), None: none
 
 
 @dataclass(frozen=True)
@@ -369,13 +440,51 @@ class SceneFormat:
     what: str   # what the user passes, for the CLI's help and the "not a dataset" error
 
 
+def _mask_file(folder: Path, name: str) -> str | None:
+    """The mask of image ``name`` (relative to its image folder) in ``folder``: the same name,
+    the name + ``.png``, or the name with ``.png`` for its extension."""
+    for candidate in (name, name + ".png", str(Path(name).with_suffix(".png"))):
+        if (folder / candidate).is_file():
+            return str(folder / candidate)
+    return None
+
+
+def _in_image_folder(base: Path, image: str) -> str:
+    """``image``'s path relative to the folder under ``base`` that holds it (images/x/y.png ->
+    x/y.png; a file directly in ``base``: its name)."""
+    parts = Path(os.path.relpath(image, base)).parts
+    return Path(*parts[1:]).as_posix() if len(parts) > 1 else parts[0]
+
+
+def _check_masks(scene: SceneParts, notes: list) -> None:
+    """Every image has a mask of its own size, or none has (one line otherwise)."""
+    if scene.mask_origin is None:
+        return
+    without = [c.name for c, s in zip(scene.cameras, scene.sources) if not s.mask]
+    if without:
+        raise DatasetError(f"{scene.mask_origin} has masks for {len(scene.sources) - len(without)} "
+                           f"of {len(scene.sources)} images; missing for {_listing(without)} "
+                           "(every image needs one: an all-white mask keeps a whole image)")
+    for src in scene.sources:
+        size = _checked(read_image_size, src.mask)
+        if size != (src.width, src.height):
+            raise DatasetError(f"mask {src.mask} is {size[0]}x{size[1]} but its image "
+                               f"{src.path} is {src.width}x{src.height}")
+    notes.append(f"masks from {scene.mask_origin} for all {len(scene.sources)} images: black "
+                 "pixels are left out of the loss and the metrics")
+
+
 def _colmap_model(p: Path):
     return (find_model(p / "sparse" / "0") or find_model(p / "sparse")) if p.is_dir() else None
 
 
 def _load_colmap_scene(p: Path, req: SceneRequest, notes: list) -> SceneParts:
     full, sources, points, colors = _load_colmap(p, _colmap_model(p), p / req.images, notes)
-    return SceneParts(p, "colmap", full, sources, points, colors)
+    masks = (p / req.images).parent / MASK_FOLDER
+    if masks.is_dir():
+        sources = [replace(s, mask=_mask_file(masks, c.name)) for c, s in zip(full, sources)]
+    return SceneParts(p, "colmap", full, sources, points, colors,
+                      mask_origin=f"{MASK_FOLDER}/" if masks.is_dir() else None)
 
 
 def _transforms_file(p: Path) -> Path | None:
@@ -387,7 +496,14 @@ def _transforms_file(p: Path) -> Path | None:
 def _load_transforms_scene(p: Path, req: SceneRequest, notes: list) -> SceneParts:
     path = _transforms_file(p)
     full, sources, points, colors, split_hint, aabb = _load_transforms([path], notes)
-    return SceneParts(path.parent, "nerf", full, sources, points, colors, split_hint, aabb)
+    origin = "mask_path" if any(s.mask for s in sources) else None
+    masks = path.parent / MASK_FOLDER
+    if origin is None and masks.is_dir():   # nerfstudio layout: images/x.png -> masks/x.png
+        origin = f"{MASK_FOLDER}/"
+        sources = [replace(s, mask=_mask_file(masks, _in_image_folder(path.parent, s.path)))
+                   for s in sources]
+    return SceneParts(path.parent, "nerf", full, sources, points, colors, split_hint, aabb,
+                      mask_origin=origin)
 
 
 def _blender_files(p: Path) -> list[Path]:
@@ -476,6 +592,7 @@ def load_dataset(path, *, resolution: float = 1, eval_split: bool = False,
     synthetic = scene.synthetic
     if not full:
         raise DatasetError(f"{p}: the dataset has no cameras")
+    _check_masks(scene, notes)
     check_downscale(resolution, [(c.width, c.height) for c in full])
     order = sorted(range(len(full)), key=lambda i: full[i].name)
     cameras = [full[i].scaled(resolution) for i in order]
@@ -496,7 +613,7 @@ def load_dataset(path, *, resolution: float = 1, eval_split: bool = False,
             fallback = user_cache_root() / f"{root.resolve().name or 'scene'}-{digest}" / label
             cache = ImageCache([root / ".wgsl_splat_cache" / label, fallback])
     return Dataset(cameras, points, colors, train, test, bg, kind, notes, str(root), resolution,
-                   aabb, synthetic, sources, cache)
+                   aabb, synthetic, sources, cache, alpha_mask=kind == "colmap")
 
 
 def _require_alpha(sources: list[ImageSource], background: np.ndarray) -> None:
@@ -560,6 +677,19 @@ def _scaled_source(path, ws, hs, width, height, fx, fy, cx, cy, dist) -> ImageSo
 
 
 def _distortion_note(sources: list[ImageSource], what: str) -> str | None:
+    fisheye = {(s.width, s.height, s.fx, s.fy, s.cx, s.cy, s.distortion): s for s in sources
+               if isinstance(s.distortion, Fisheye)}
+    if fisheye:
+        kept = [fisheye_kept_fraction(*key) for key in fisheye]
+        fov = [np.rad2deg(2 * np.arctan(0.5 * w / (fx * d.scale))) for w, _, fx, _, _, _, d in fisheye]
+        n = sum(isinstance(s.distortion, Fisheye) for s in sources)
+        return (f"undistorting {n} fisheye images to pinhole views on load ({what}): the widest "
+                f"view with every pixel inside the photo, horizontal field of view "
+                f"{min(fov):.0f}°{'' if max(fov) - min(fov) < 0.5 else f'–{max(fov):.0f}°'}, "
+                f"keeping {100 * min(kept):.0f}%"
+                f"{'' if max(kept) - min(kept) < 0.005 else f'–{100 * max(kept):.0f}%'} of the "
+                f"photo's area (the corners beyond it are cropped) at focal length ×"
+                f"{min(d.scale for *_, d in fisheye):.2f} (the centre's sampling)")
     distorted = [s for s in sources if s.distortion is not None]
     if not distorted:
         return None
@@ -573,8 +703,22 @@ def _distortion_note(sources: list[ImageSource], what: str) -> str | None:
 
 # -------------------------------------------------------------------------------------- COLMAP
 
-def _colmap_intrinsics(cam) -> tuple[float, float, float, float, Distortion | None]:
+def _fisheye(k, cam, fx, fy, cx, cy, where: str) -> Fisheye:
+    try:
+        return fisheye_view(k, cam.width, cam.height, fx, fy, cx, cy)
+    except FisheyeError as exc:
+        raise DatasetError(f"{where}: {exc}") from None
+
+
+def _colmap_intrinsics(cam) -> tuple[float, float, float, float, Distortion | Fisheye | None]:
     p = [float(v) for v in cam.params]
+    where = f"camera {cam.id} ({cam.model})"
+    if cam.model == "OPENCV_FISHEYE":
+        return p[0], p[1], p[2], p[3], _fisheye(p[4:8], cam, *p[:4], where)
+    if cam.model == "SIMPLE_RADIAL_FISHEYE":
+        return p[0], p[0], p[1], p[2], _fisheye(p[3:4], cam, p[0], p[0], p[1], p[2], where)
+    if cam.model == "RADIAL_FISHEYE":
+        return p[0], p[0], p[1], p[2], _fisheye(p[3:5], cam, p[0], p[0], p[1], p[2], where)
     if cam.model == "SIMPLE_PINHOLE":
         return p[0], p[0], p[1], p[2], None
     if cam.model == "PINHOLE":
@@ -629,9 +773,10 @@ def _load_colmap(root: Path, model: tuple[str, str], images_dir: Path, notes: li
             dist = None
         path = images_dir / im.name
         ws, hs = _source_size(path, c.width, c.height, f"its camera {c.id} ({c.model})")
+        view = dist.scale if isinstance(dist, Fisheye) else 1.0   # the pinhole view's focal
         try:
-            cams.append(Camera(im.world_to_camera, fx, fy, cx, cy, c.width, c.height, im.name,
-                               str(path)))
+            cams.append(Camera(im.world_to_camera, fx * view, fy * view, cx, cy, c.width,
+                               c.height, im.name, str(path)))
         except ValueError as exc:
             raise DatasetError(f"image {im.name}, camera {c.id}: {exc}") from None
         sources.append(_scaled_source(path, ws, hs, c.width, c.height, fx, fy, cx, cy, dist))
@@ -774,6 +919,11 @@ def _load_transforms(json_paths: list[Path], notes: list[str], synthetic: bool =
                 continue
             w2c = _frame_pose(frame.get("transform_matrix"), where)
             cam, src = _transforms_camera(meta, frame, path, w2c, where)
+            if frame.get("mask_path"):   # nerfstudio: a mask per frame, relative to the json
+                mask = jp.parent / str(frame["mask_path"])
+                if not mask.is_file():
+                    raise DatasetError(f"{where}: mask_path {frame['mask_path']} does not exist")
+                src = replace(src, mask=str(mask))
             cams.append(cam)
             sources.append(src)
             split_of[str(path)] = "test" if jp.name == "transforms_test.json" else "train"
@@ -807,10 +957,10 @@ def _transforms_camera(meta: dict, frame: dict, path: Path, w2c: np.ndarray, whe
         return frame.get(key, meta.get(key, default))
 
     model = str(get("camera_model", "OPENCV")).upper()
-    if get("is_fisheye", False) or model not in ("OPENCV", "PINHOLE", "SIMPLE_PINHOLE"):
-        raise DatasetError(f"{where}: camera model {model if model != 'OPENCV' else 'fisheye'} "
-                           "is not supported; convert the images to a pinhole camera first "
-                           f"(for a COLMAP source: {UNDISTORT_HINT})")
+    fisheye = model == "OPENCV_FISHEYE" or bool(get("is_fisheye", False))
+    if model not in ("OPENCV", "OPENCV_FISHEYE", "PINHOLE", "SIMPLE_PINHOLE"):
+        raise DatasetError(f"{where}: camera model {model} is not supported; convert the images "
+                           f"to a pinhole camera first (for a COLMAP source: {UNDISTORT_HINT})")
     size = _checked(read_image_size, path)
     try:
         width, height = int(get("w", size[0])), int(get("h", size[1]))
@@ -827,16 +977,23 @@ def _transforms_camera(meta: dict, frame: dict, path: Path, w2c: np.ndarray, whe
         else:
             fy = fx
         cx, cy = float(get("cx", width / 2)), float(get("cy", height / 2))
-        dist = Distortion(tuple(float(get(k, 0.0)) for k in ("k1", "k2", "k3", "k4")),
-                          float(get("p1", 0.0)), float(get("p2", 0.0)))
+        ks = tuple(float(get(k, 0.0)) for k in ("k1", "k2", "k3", "k4"))
+        dist = None if fisheye else Distortion(ks, float(get("p1", 0.0)), float(get("p2", 0.0)))
     except DatasetError:
         raise
     except (TypeError, ValueError) as exc:
         raise DatasetError(f"{where}: bad camera intrinsics ({exc})") from None
-    dist = None if dist.is_identity else dist
+    if fisheye:   # p1, p2 are no part of the fisheye model
+        try:
+            dist = fisheye_view(ks, width, height, fx, fy, cx, cy)
+        except FisheyeError as exc:
+            raise DatasetError(f"{where}: {exc}") from None
+    elif dist.is_identity:
+        dist = None
     ws, hs = _source_size(path, width, height, "the camera in transforms.json", size)
+    view = dist.scale if isinstance(dist, Fisheye) else 1.0   # the pinhole view's focal
     try:
-        cam = Camera(w2c, fx, fy, cx, cy, width, height, path.name, str(path))
+        cam = Camera(w2c, fx * view, fy * view, cx, cy, width, height, path.name, str(path))
     except ValueError as exc:
         raise DatasetError(f"{where}: {exc}") from None
     return cam, _scaled_source(path, ws, hs, width, height, fx, fy, cx, cy, dist)

@@ -13,8 +13,9 @@ from pathlib import Path
 
 import numpy as np
 
-__all__ = ["IMAGE_EXTENSIONS", "ImageReadError", "Distortion", "ImageCache", "image_has_alpha", "read_image",
-           "read_image_size", "resize_area", "undistort_image", "max_outside_pixels", "to_u8",
+__all__ = ["IMAGE_EXTENSIONS", "ImageReadError", "Distortion", "Fisheye", "FisheyeError",
+           "fisheye_view", "fisheye_kept_fraction", "ImageCache", "image_has_alpha", "read_image",
+           "read_image_size", "read_mask", "resize_area", "undistort_image", "max_outside_pixels", "to_u8",
            "user_cache_root", "is_writable_dir"]
 
 IMAGE_EXTENSIONS = (".png", ".jpg", ".jpeg", ".bmp", ".tif", ".tiff", ".webp")
@@ -72,6 +73,13 @@ def read_image(path) -> np.ndarray:
     if arr.ndim == 2:
         arr = np.repeat(arr[:, :, None], 3, axis=2)
     return np.ascontiguousarray(arr, dtype=np.float32)
+
+
+def read_mask(path) -> np.ndarray:
+    """A mask file as (H,W) float32 in [0,1]: the brightest colour channel (grey, RGB or a
+    palette; an alpha channel is ignored). Black = masked (gsplat, Brush, OpenSplat)."""
+    img = read_image(path)
+    return np.ascontiguousarray(img[..., :3].max(axis=2))
 
 
 def reason(exc: BaseException) -> str:
@@ -146,6 +154,122 @@ class Distortion:
         names += [f"k{i + 4}" for i in range(len(self.rational))]
         vals = list(self.radial) + [self.p1, self.p2] + list(self.rational)
         return " ".join(f"{n}={v:.4g}" for n, v in zip(names, vals) if v != 0)
+
+
+class FisheyeError(ValueError):
+    """Fisheye parameters for which no pinhole view can be made (one readable line)."""
+
+
+# The pinhole view of a fisheye keeps at most this half-angle along its diagonal: 90° is where a
+# pinhole's image plane goes to infinity, and well before that the periphery is stretched so much
+# that a pixel of the view holds a small fraction of one of the photo's.
+FISHEYE_MAX_HALF_ANGLE = np.deg2rad(80.0)
+
+
+@dataclass(frozen=True)
+class Fisheye:
+    """The OpenCV fisheye (equidistant-polynomial) lens: a ray at angle θ from the optical axis
+    lands at distorted radius ``θ_d = θ (1 + k1 θ² + k2 θ⁴ + k3 θ⁶ + k4 θ⁸)`` in normalised
+    coordinates (COLMAP OPENCV_FISHEYE; SIMPLE_RADIAL_FISHEYE and RADIAL_FISHEYE are its first one
+    and two terms; transforms.json ``camera_model: OPENCV_FISHEYE`` or ``is_fisheye``).
+
+    It is undistorted to a **pinhole view of focal length ``scale`` × the photo's** (same image
+    size and principal point): :meth:`apply` maps the pinhole's normalised coordinates (in units
+    of the photo's focal length, as :func:`undistort_image` passes them) to the photo's. The scale
+    is :func:`fisheye_view`'s: the widest view without a pixel outside the photo.
+    """
+
+    k: tuple[float, ...]
+    scale: float = 1.0
+
+    is_identity = False
+
+    def theta_d(self, theta: np.ndarray) -> np.ndarray:
+        t2 = theta * theta
+        poly, tk = np.ones_like(theta), np.ones_like(theta)
+        for k in self.k:
+            tk = tk * t2
+            poly = poly + k * tk
+        return theta * poly
+
+    def apply(self, x: np.ndarray, y: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        x, y = x / self.scale, y / self.scale   # the ray of the pinhole view's pixel
+        r = np.sqrt(x * x + y * y)
+        theta = np.arctan(r)
+        f = np.where(r > 1e-12, self.theta_d(theta) / np.maximum(r, 1e-12), 1.0)
+        return x * f, y * f
+
+    def fold_angle(self) -> float:
+        """The first angle (radians, below 90°) where θ_d stops growing: rays beyond it land
+        where nearer rays already did (π/2 when it grows all the way)."""
+        theta = np.linspace(0.0, np.pi / 2, 4097)[1:]
+        grows = np.diff(self.theta_d(theta)) > 0
+        return float(theta[np.argmin(grows)]) if not grows.all() else np.pi / 2
+
+    def describe(self) -> str:
+        terms = " ".join(f"k{i + 1}={v:.4g}" for i, v in enumerate(self.k) if v != 0)
+        return f"fisheye {terms}".rstrip() + f" -> pinhole ×{self.scale:.3f} focal"
+
+
+@functools.lru_cache(maxsize=64)
+def _fisheye_view(k: tuple, width, height, fx, fy, cx, cy) -> Fisheye:
+    return fisheye_view(k, width, height, fx, fy, cx, cy, cached=False)
+
+
+def fisheye_view(k, width, height, fx, fy, cx, cy, cached: bool = True) -> Fisheye:
+    """The fisheye lens ``k`` of a ``width``×``height`` photo undistorted to the widest pinhole
+    view (same size and principal point, focal × ``scale``) in which every pixel sees the photo:
+    the smallest scale for which no border pixel of the view samples outside the photo, its
+    diagonal within :data:`FISHEYE_MAX_HALF_ANGLE` and before the lens model folds. Raises
+    :class:`FisheyeError` when the lens model folds back inside the photo (its rays cannot be
+    told apart there: not a lens)."""
+    k = tuple(float(v) for v in k)
+    if cached:   # every frame of a transforms.json asks again
+        return _fisheye_view(k, int(width), int(height), float(fx), float(fy), float(cx), float(cy))
+    if not all(np.isfinite(k)):
+        raise FisheyeError(f"fisheye coefficients {k} are not finite")
+    if not (fx > 0 and fy > 0):
+        raise FisheyeError(f"focal lengths must be positive, got {fx:g}, {fy:g}")
+    lens = Fisheye(k)
+    fold = lens.fold_angle()
+    # The photo's nearest edge, in normalised distorted radius: the lens must reach it.
+    edge = min(cx / fx, (width - cx) / fx, cy / fy, (height - cy) / fy)
+    if fold < np.pi / 2 and float(lens.theta_d(np.array(fold))) < edge:
+        raise FisheyeError(
+            f"{lens.describe().split(' ->')[0]}: the lens model folds back at "
+            f"{np.rad2deg(fold):.1f}° off axis, inside the photo (its rays there cannot be told "
+            "apart): the calibration is degenerate")
+    limit = min(fold, FISHEYE_MAX_HALF_ANGLE)
+    # Half-diagonal of the view in normalised units at scale 1; the view keeps θ ≤ limit there.
+    diag = np.hypot(max(cx, width - cx) / fx, max(cy, height - cy) / fy)
+
+    def fits(scale: float) -> bool:
+        if np.arctan(diag / scale) > limit:
+            return False
+        return max_outside_pixels(width, height, fx, fy, cx, cy, Fisheye(k, scale)) <= 0.0
+
+    lo, hi = 1e-3, 1.0
+    while not fits(hi):
+        hi *= 2.0
+        if hi > 1e4:
+            raise FisheyeError(f"{lens.describe().split(' ->')[0]}: no pinhole view "
+                               "inside the photo: the calibration is degenerate")
+    for _ in range(40):
+        mid = 0.5 * (lo + hi)
+        lo, hi = (lo, mid) if fits(mid) else (mid, hi)
+    return Fisheye(k, hi)
+
+
+def fisheye_kept_fraction(width, height, fx, fy, cx, cy, lens: Fisheye) -> float:
+    """The fraction of the photo's area the pinhole view shows (the area inside its border
+    mapped into the photo)."""
+    t = np.linspace(0.0, 1.0, 513)
+    u = np.concatenate([t * width, np.full_like(t, width), (1 - t) * width, np.zeros_like(t)])
+    v = np.concatenate([np.zeros_like(t), t * height, np.full_like(t, height), (1 - t) * height])
+    xd, yd = lens.apply((u - cx) / fx, (v - cy) / fy)
+    px, py = fx * xd, fy * yd
+    area = 0.5 * abs(np.dot(px, np.roll(py, -1)) - np.dot(py, np.roll(px, -1)))
+    return float(area / (width * height))
 
 
 def _distorted_pixels(width, height, fx, fy, cx, cy, dist: Distortion, u=None, v=None):

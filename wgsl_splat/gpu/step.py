@@ -8,7 +8,7 @@ Per step (docs/design.md §3), all recorded into a single compute pass on buffer
     Adam in place (adam.py)
 
 The host writes three small uniforms per step (camera, Adam step sizes; the loss's only when the
-image size changes) and nothing else: the target image is uploaded once per view and kept on the
+image size changes; with ``--appearance`` a fourth, the view's Adam scalars, ``appearance.py``) and nothing else: the target image is uploaded once per view and kept on the
 device (``view_id``), and nothing is read back inside a step. The loss and the intersection
 counters of each step land in device ring buffers of ``history`` slots; the host reads a whole ring
 at once (one blocking read per ``history`` steps at most, or when :meth:`take_losses` is called).
@@ -38,6 +38,7 @@ from ..training.state import HostArrays
 from ..training.statistics import reduction_layout, resolve
 from ..training.step import StepSpec, TrainStep
 from .adam import GpuAdam, ParamLayout
+from .appearance import GpuAppearance
 from .backward import GRAD2D_FLOATS, GpuBackward
 from .filter3d import Filter3D
 from .loss import RESULT_BYTES, GpuLoss
@@ -105,6 +106,11 @@ class GpuTrainStep(TrainStep):
         self.last_step_fused = False
         if self.fused_adam:
             self.adam.fused_dtype(self.backward.fused_module().struct_dtype("FusedAdam"))
+        self.app = None
+        if self.appearance is not None:   # --appearance: the matrices live on the device
+            self.app = GpuAppearance(ctx, self.pool, self.lib, len(self.appearance.params),
+                                     config.appearance_lr)
+            self.app.upload(self.appearance)
         self.history = int(history)
         self.pool.get("step_counts", COUNTERS_BYTES * self.history)
         self.target_cache_bytes = int(target_cache_bytes)
@@ -255,6 +261,16 @@ class GpuTrainStep(TrainStep):
     def filter_3d(self) -> np.ndarray | None:
         return None if self.filter is None else self.filter.read()
 
+    # -- appearance ---------------------------------------------------------------------------------
+    def appearance_state(self):
+        if self.app is not None:
+            self.appearance = self.app.download()
+        return self.appearance
+
+    def load_appearance(self, state) -> None:
+        super().load_appearance(state)
+        self.app.upload(state)
+
     # -- targets ------------------------------------------------------------------------------------
     def holds_target(self, view_id) -> bool:
         return view_id is not None and view_id in self._targets
@@ -344,7 +360,11 @@ class GpuTrainStep(TrainStep):
         self._begin(view.camera, active_sh_degree)
         target_name = self._target(view.target, view.view_id)
         slot = self._next_slot
-        stages = self.stages(target_name, slot, accumulate=accumulate, update=update)
+        app_view = view.view_id if self.app is not None else None
+        if app_view is not None:
+            self.app.prepare(app_view, view.camera.width, view.camera.height)
+        stages = self.stages(target_name, slot, accumulate=accumulate, update=update,
+                             appearance=app_view is not None)
         with self.ctx.guard("encoding and submitting the training step"):
             enc = self.ctx.device.create_command_encoder(label="train step")
             if self.profiler is None:
@@ -372,21 +392,29 @@ class GpuTrainStep(TrainStep):
             self.steps += 1
 
     def stages(self, target_name: str, slot: int, *, accumulate: bool = False,
-               update: tuple | None = (1, None)) -> list:
+               update: tuple | None = (1, None), appearance: bool = False) -> list:
         """``(name, encode(cpass))`` of one view, in order (all in one pass unless profiling).
         ``accumulate``: add the gradients to the batch's sum so far. ``update = (batch_size,
         noise)``: append the step's update (None: none); ``noise = (scale, key)`` is MCMC's
         position noise before the update (gsplat's order). A lone view's update runs inside the
-        projection backward pass (:attr:`fused_adam`)."""
+        projection backward pass (:attr:`fused_adam`). ``appearance``: the view's colour
+        transform between the render and the loss (:meth:`GpuAppearance.prepare` done)."""
+        image, grad = ("image_app", "grad_app") if appearance else ("image", "grad_image")
+
         def loss(cpass):
-            self.loss.encode(cpass, image="image", target=target_name, grad="grad_image", slot=slot)
+            self.loss.encode(cpass, image=image, target=target_name, grad=grad, slot=slot)
 
         fused = (self.fused_adam and update is not None and update[0] == 1 and update[1] is None
                  and not accumulate)
         self.last_step_fused = fused
         if not fused:
             self._ensure_grads()
-        stages = list(self.renderer.forward_stages()) + [("loss", loss)]
+        stages = list(self.renderer.forward_stages())
+        if appearance:
+            stages.append(("appearance", self.app.encode_apply))
+        stages.append(("loss", loss))
+        if appearance:
+            stages.append(("appearance backward", self.app.encode_backward))
         if self.renderer.num:
             stages.append(("raster backward", lambda cpass: self.backward.encode_raster(cpass)))
         stats = bool(self._state.stat_names)

@@ -5,6 +5,11 @@
 (σ = 1.5), C1 = 0.01², C2 = 0.03², is computed per channel with zero padding and "same"-size output
 (``F.conv2d(padding=window//2)``), then averaged over every pixel and channel.
 
+**Masks** (docs/design.md §2): a target value below zero (:data:`MASKED`) marks a masked pixel
+channel; :func:`masked_target` makes such a target. The loss is that of ``m·img`` against ``m·gt``
+(both zeroed where masked), still averaged over every pixel and channel, so a masked pixel adds
+nothing to L1, sits in a window of zeros for SSIM and gets a zero gradient: ``dL/dimg = m·dL/dimg'``.
+
 Images are ``(H, W, C)`` arrays (C = 3 for RGB) with values in [0, 1]. Every function keeps the
 floating dtype of its input (float32 stays float32, float64 stays float64) so that the float64 path
 can be checked against finite differences and the float32 path matches the GPU kernels.
@@ -33,6 +38,29 @@ DEFAULT_LAMBDA = default_of(LossConfig, "lambda_dssim")   # 3DGS's λ, declared 
 # Output block of the block-Toeplitz passes: each block of _BLOCK outputs reads _BLOCK + window - 1
 # inputs. 16 measured fastest at 490×273 (float32 and float64) on a 2-core Xeon.
 _BLOCK = 16
+
+
+MASKED = -1.0   # the target value of a masked pixel channel (both paths test ``gt < 0``)
+
+
+def masked_target(image: np.ndarray, mask: np.ndarray | None) -> np.ndarray:
+    """``image`` (H, W, C) with :data:`MASKED` where ``mask`` (H, W) is False (a copy; the image
+    itself when there is no mask)."""
+    if mask is None:
+        return image
+    out = np.array(image, copy=True)
+    out[~np.asarray(mask, bool)] = MASKED
+    return out
+
+
+def _apply_mask(img: np.ndarray, gt: np.ndarray):
+    """``(m·img, m·gt, m)`` with ``m`` (H, W, C) of 0/1 from the target's sign; ``m`` None when
+    nothing is masked."""
+    keep = gt >= 0
+    if keep.all():
+        return img, gt, None
+    m = keep.astype(img.dtype)
+    return img * m, gt * m, m
 
 
 def gaussian_window_1d(size: int = SSIM_WINDOW, sigma: float = SSIM_SIGMA) -> np.ndarray:
@@ -159,10 +187,11 @@ def loss_and_grad(img: np.ndarray, gt: np.ndarray, lam: float = DEFAULT_LAMBDA
                   ) -> tuple[float, np.ndarray, dict]:
     """Loss ``(1-λ)·L1 + λ·(1 - SSIM)`` and its gradient with respect to ``img``.
 
-    Returns ``(loss, dL_dimg, parts)``: ``dL_dimg`` has the shape and dtype of ``img``; ``parts`` is
+    Target values below zero are masked (module doc). Returns ``(loss, dL_dimg, parts)``: ``dL_dimg`` has the shape and dtype of ``img``; ``parts`` is
     ``{"l1": float, "ssim": float}``. The subgradient of |x| at 0 is taken as 0 (``np.sign``).
     """
     img, gt = _check_pair(img, gt)
+    img, gt, m = _apply_mask(img, gt)
     dt = img.dtype.type
     x, y, mu1, mu2, a1, a2, b1, b2 = _ssim_terms(img, gt)
     inv_b = 1 / (b1 * b2)
@@ -187,4 +216,6 @@ def loss_and_grad(img: np.ndarray, gt: np.ndarray, lam: float = DEFAULT_LAMBDA
 
     grad = dt(-lam / count) * d_ssim.transpose(1, 2, 0)
     grad += dt((1.0 - lam) / count) * np.sign(diff)
+    if m is not None:
+        grad *= m
     return loss, np.ascontiguousarray(grad, dtype=img.dtype), {"l1": l1_val, "ssim": ssim_val}

@@ -6,6 +6,7 @@ import numpy as np
 
 from ..model import GaussianModel
 from ..render_config import RenderConfig
+from ..training import appearance
 from ..training.losses import LossConfig, param_terms_numpy
 from ..training.optim import AdamState, OptimConfig, adam_step
 from ..training.state import HostArrays
@@ -64,8 +65,19 @@ class CpuTrainStep(TrainStep):
             camera = view.camera
             out = render(model, camera, self.background, active_sh_degree=active_sh_degree,
                          config=self.render_config, filter_3d=self._state.filter_3d)
-            loss, dL_dimage, parts = loss_and_grad(out.image, np.asarray(view.target, np.float32),
+            image = out.image
+            use_app = self.appearance is not None and view.view_id is not None
+            if use_app:   # --appearance: the loss sees A·C + b (training/appearance.py)
+                image = appearance.apply(out.image, self.appearance.params[view.view_id])
+            loss, dL_dimage, parts = loss_and_grad(image, np.asarray(view.target, np.float32),
                                                    self.loss_config.lambda_dssim)
+            if use_app:
+                dL_dimage, d_a = appearance.backward(out.image,
+                                                     self.appearance.params[view.view_id],
+                                                     dL_dimage)
+                appearance.adam_update(self.appearance, view.view_id, d_a,
+                                       self.config.appearance_lr, appearance.BETA1,
+                                       appearance.BETA2)
             grads = render_backward(model, camera, out, dL_dimage)
             loss += param_terms_numpy(self.loss_config, model, grads.params)
             if self.statistics:

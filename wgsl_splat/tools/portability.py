@@ -4,7 +4,8 @@
 
 1. **Variants.** :func:`tour` drives the real host code (renderer, training step in both render
    modes and every layout, each accumulation variant of the backward pass, densification, the 3D
-   filter, sorts, loss variants, Adam, the roofline's limit kernels, the viewer's present shader)
+   filter, sorts, loss variants, the appearance transform, Adam, the roofline's limit kernels,
+   the viewer's present shader)
    on a small problem while :func:`~wgsl_splat.gpu.shaders.record_variants` records what the
    loader is asked for: each module (name, ``{{DEFINES}}``, render configuration) and each pipeline
    made from it (entry point, override constants). ``tests/test_portability.py`` fails when a
@@ -220,6 +221,7 @@ def tour(ctx, log=print) -> list:
         _adam_variants(ctx, rng, GpuAdam, ParamLayout)
         for variant in ("tiled", "lines"):
             _loss(ctx, variant, GpuLoss)
+        _appearance(ctx, rng, GpuTrainStep, HostArrays, OptimConfig, random_scene)
         load_source("present")          # the viewer's render shader (app/viewer.py)
     found = variants_of(rec)
     log(f"tour: {len(found)} pipeline variants of {len(rec.modules)} module variants in "
@@ -292,6 +294,20 @@ def _adam_variants(ctx, rng, GpuAdam, ParamLayout) -> None:
         adam = GpuAdam(ctx, pool, r.lib, OptimConfig(), params="params", grads="grads",
                        zero_grads=zero)
         adam.configure(ParamLayout.from_renderer(r))
+
+
+def _appearance(ctx, rng, GpuTrainStep, HostArrays, OptimConfig, random_scene) -> None:
+    """A step with --appearance's kernels (shaders/appearance.wgsl)."""
+    import numpy as np
+
+    from ..training.step import StepSpec
+
+    model, cam = random_scene(rng, 24, 20, 16, sh_degree=0, dtype=np.float32)
+    target = rng.uniform(0, 1, (cam.height, cam.width, 3)).astype(np.float32)
+    step = GpuTrainStep(ctx, HostArrays.fresh(model),
+                        spec=StepSpec(OptimConfig(), appearance_views=1))
+    step.step(cam, target, view_id=0)
+    step.take_losses()
 
 
 def _loss(ctx, variant, GpuLoss) -> None:

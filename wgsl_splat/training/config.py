@@ -83,6 +83,10 @@ class TrainConfig:
         from_flag=lambda on: "antialiased" if on else "classic")
     strategy: str = option("adc", "Densification strategy.", flag="--strategy",
                            choices=strategy_names)
+    appearance: bool = option(
+        False, "Learn a 3x4 affine colour transform per training view with the model (exposure / "
+               "white-balance compensation, as Inria's); training-only: held-out views are scored "
+               "without one, the PLY stays standard.", flag="--appearance", is_flag=True)
     loss: LossConfig = section(LossConfig)
     optim: OptimConfig = section(OptimConfig)
     strategies: dict = field(default_factory=_strategy_configs)

@@ -11,6 +11,12 @@ padding, mean over pixels and channels: :func:`wgsl_splat.reference.loss.ssim`),
 optional ``lpips`` package (``pip install wgsl_splat[lpips]``) and its VGG weights are available,
 LPIPS-VGG. The mean of each metric over the views is what 3DGS reports.
 
+**Masks** (docs/captures.md): on a view with a mask the metrics skip its masked pixels. PSNR and L1
+are over the unmasked pixels only; SSIM is the mean of the SSIM map over the unmasked pixels, the
+map computed on both images with their masked pixels set to zero (as the training loss sees them:
+a window that straddles the mask's edge compares zeros with zeros there); LPIPS (a network over the
+whole image) sees the same zeroed images. The saved renders are not masked.
+
 LPIPS is expensive on a CPU (a VGG-16 per view), so the trainer asks for it only at the final
 evaluation and the ``eval`` command always does; when it cannot be computed the result carries a
 one-line ``lpips_note`` and nothing fails.
@@ -25,7 +31,7 @@ import numpy as np
 
 from ..atomic_io import safe_file_stem, save_png
 from ..data.images import to_u8
-from ..reference.loss import psnr, ssim
+from ..reference.loss import psnr, ssim, ssim_map
 
 METRICS = ("psnr", "ssim", "l1")
 
@@ -35,10 +41,23 @@ def quantised(img: np.ndarray) -> np.ndarray:
     return to_u8(img).astype(np.float64) / 255.0
 
 
-def image_metrics(render: np.ndarray, gt: np.ndarray) -> dict:
-    """PSNR / SSIM / L1 of one view on the 8-bit quantised render and ground truth."""
+def image_metrics(render: np.ndarray, gt: np.ndarray, mask: np.ndarray | None = None) -> dict:
+    """PSNR / SSIM / L1 of one view on the 8-bit quantised render and ground truth; with a mask
+    ((H,W) bool, False = masked) over its unmasked pixels only (module doc)."""
     a, b = quantised(render), quantised(gt)
-    return dict(psnr=psnr(a, b), ssim=ssim(a, b), l1=float(np.mean(np.abs(a - b))))
+    if mask is None:
+        return {"psnr": psnr(a, b), "ssim": ssim(a, b), "l1": float(np.mean(np.abs(a - b)))}
+    keep = np.asarray(mask, bool)
+    if not keep.any():
+        raise ValueError("the view's mask leaves no pixel to score")
+    a, b = zeroed(a, keep), zeroed(b, keep)
+    return {"psnr": psnr(a[keep], b[keep]), "ssim": float(ssim_map(a, b)[keep].mean()),
+            "l1": float(np.mean(np.abs(a[keep] - b[keep])))}
+
+
+def zeroed(img: np.ndarray, keep: np.ndarray | None) -> np.ndarray:
+    """``img`` with the pixels outside ``keep`` set to 0 (``img`` itself without a mask)."""
+    return img if keep is None else img * keep[..., None]
 
 
 class Lpips:
@@ -81,13 +100,15 @@ class Lpips:
     def available(self) -> bool:
         return self._load()
 
-    def __call__(self, render: np.ndarray, gt: np.ndarray) -> float | None:
+    def __call__(self, render: np.ndarray, gt: np.ndarray,
+                 mask: np.ndarray | None = None) -> float | None:
         if not self._load():
             return None
         torch = self._torch
 
         def tensor(img):
-            return torch.from_numpy(np.ascontiguousarray(quantised(img).transpose(2, 0, 1)[None],
+            img = zeroed(quantised(img), mask)
+            return torch.from_numpy(np.ascontiguousarray(img.transpose(2, 0, 1)[None],
                                                          dtype=np.float32))
 
         with torch.no_grad():
@@ -120,15 +141,17 @@ def evaluate_views(dataset, render_fn, out_dir: str, iteration: int, *,
     out = os.path.join(out_dir, split, f"iteration_{iteration}")
     os.makedirs(out, exist_ok=True)
     scorer = lpips if lpips is not None and lpips.available else None
-    per_view = {}
+    per_view, masked = {}, 0
     for i in views:
         cam = dataset.cameras[i]
         gt = dataset.load_image(i)
+        mask = dataset.load_mask(i) if hasattr(dataset, "load_mask") else None
+        masked += mask is not None
         img = render_fn(cam)
         name = cam.name or f"view_{i:03d}"
-        per_view[name] = image_metrics(img, gt)
+        per_view[name] = image_metrics(img, gt, mask)
         if scorer is not None:
-            per_view[name]["lpips"] = scorer(img, gt)
+            per_view[name]["lpips"] = scorer(img, gt, mask)
         save_png(os.path.join(out, safe_file_stem(name, f"view_{i:03d}") + ".png"), img)
     keys = METRICS + (("lpips",) if scorer is not None else ())
     mean = {k: float(np.mean([v[k] for v in per_view.values()])) for k in keys}
@@ -140,6 +163,10 @@ def evaluate_views(dataset, render_fn, out_dir: str, iteration: int, *,
         note = "LPIPS is computed at the final evaluation and by the eval command"
     elif scorer is None:
         note = lpips.note
+    protocol = "8-bit quantised render and ground truth (as 3DGS's saved PNGs)"
+    if masked:
+        protocol += f"; {masked} of {len(views)} views masked: scored on their unmasked pixels"
+        line += f" ({masked} masked views: unmasked pixels only)"
     return dict(split=split, views=len(views), mean=mean, per_view=per_view, lpips_note=note,
-                protocol="8-bit quantised render and ground truth (as 3DGS's saved PNGs)",
+                protocol=protocol,
                 seconds=time.perf_counter() - t0, line=line)

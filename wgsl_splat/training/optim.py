@@ -84,6 +84,10 @@ class OptimConfig:
                                       "value; the 2023 release used 0.05).", minimum=0.0)
     scale_lr: float = option(5e-3, "Learning rate of the log-scales.", minimum=0.0)
     rotation_lr: float = option(1e-3, "Learning rate of the quaternions.", minimum=0.0)
+    appearance_lr: float = option(
+        1e-3, "Learning rate of the per-view colour transforms (--appearance), constant; Adam "
+              "with β 0.9/0.999, ε 1e-8 (Inria's exposure optimiser decays 0.01 → 0.001).",
+        minimum=0.0)
     beta1: float = option(0.9, "Adam β1.", minimum=0.0, maximum=1.0)
     beta2: float = option(0.999, "Adam β2.", minimum=0.0, maximum=1.0)
     eps: float = option(1e-15, "Adam ε.", minimum=0.0)

@@ -22,6 +22,7 @@ import numpy as np
 from ..camera import Camera
 from ..model import GaussianModel
 from ..render_config import CLASSIC, RenderConfig
+from .appearance import AppearanceState
 from .losses import LossConfig
 from .optim import OptimConfig
 from .state import TrainState
@@ -37,6 +38,7 @@ class StepSpec:
     background: tuple = (0.0, 0.0, 0.0)
     loss: LossConfig = field(default_factory=LossConfig)
     statistics: tuple = ()
+    appearance_views: int = 0    # --appearance: a colour transform per view id 0..n-1 (0: off)
 
 
 @dataclass(frozen=True)
@@ -92,6 +94,16 @@ class TrainStep(ABC):
         self.loss_config = loss or LossConfig()
         self.render_config = render_config or CLASSIC
         self.filter_cameras: list[Camera] = []
+        views = spec.appearance_views if spec is not None else 0
+        self.appearance = AppearanceState.fresh(views) if views else None
+
+    def appearance_state(self) -> AppearanceState | None:
+        """The per-view colour transforms and their Adam state (None without --appearance)."""
+        return self.appearance
+
+    def load_appearance(self, state: AppearanceState) -> None:
+        """Continue from ``state`` (a resumed run)."""
+        self.appearance = state
 
     @property
     @abstractmethod

@@ -2,7 +2,8 @@
 outputs, checkpoints and resume.
 
 The loop talks to a :class:`~wgsl_splat.training.step.TrainStep` (NumPy or GPU) and to a dataset object with
-``cameras``, ``train_indices``, ``test_indices``, ``load_image(i)``, ``points``, ``point_colors``,
+``cameras``, ``train_indices``, ``test_indices``, ``load_image(i)``, ``load_target(i)`` (the image
+with its masked pixels marked, ``reference/loss.py``), ``load_mask(i)``, ``points``, ``point_colors``,
 ``scene_extent()``, ``bounds()``, ``background`` and ``notes``.
 
 Outputs in ``out_dir``: ``cfg.json``, ``train.log``, ``metrics.json``,
@@ -35,7 +36,8 @@ from ..model import PARAM_GROUPS, SH_C0, GaussianModel, floats_per_gaussian
 from ..reference.rows import STREAM_NOISE, stream
 from ..strategy import Strategy, StrategyContext, StrategyError, make_strategy
 from .config import TrainConfig
-from .evaluation import Lpips, evaluate_views
+from .appearance import AppearanceState
+from .evaluation import Lpips, evaluate_views, held_out_views
 from .optim import AdamState
 from .state import HostArrays
 from .step import StepSpec, TrainStep, View
@@ -206,21 +208,25 @@ def check_new_run(dataset, cfg: TrainConfig) -> None:
         raise TrainingError(str(exc)) from None
     if not dataset.train_indices:
         raise TrainingError("the dataset has no training views")
+    if cfg.appearance and dataset.test_indices and not held_out_views(dataset):
+        raise TrainingError("--appearance with --eval: this split holds out no view that is not "
+                            "also trained on (one view), so the evaluation would score colour "
+                            "transforms fitted on the test view itself; drop one of the two")
 
 
 def empty_image_loss(dataset, cfg: TrainConfig, views: int = 8) -> float:
     """The image loss of a model that renders nothing (the background alone), averaged over up to
     ``views`` training views spread over the set: what a model that collapsed to nothing scores."""
-    from ..reference.loss import l1, ssim
+    from ..reference.loss import loss_and_grad
 
     ids = dataset.train_indices
     pick = sorted({ids[int(k)] for k in np.linspace(0, len(ids) - 1, min(views, len(ids))).round()})
     lam = cfg.loss.lambda_dssim
     losses = []
     for i in pick:
-        gt = np.asarray(dataset.load_image(i), np.float32)
+        gt = np.asarray(dataset.load_target(i), np.float32)
         empty = np.broadcast_to(np.asarray(cfg.background, np.float32), gt.shape)
-        losses.append((1.0 - lam) * l1(empty, gt) + lam * (1.0 - ssim(empty, gt)))
+        losses.append(loss_and_grad(empty, gt, lam)[0])
     return float(np.mean(losses))
 
 
@@ -309,7 +315,7 @@ class Trainer:
         the dataset holds them decoded as 8-bit (:meth:`~wgsl_splat.data.datasets.Dataset.preload`)."""
         if self.step.holds_target(i):
             return None
-        return np.ascontiguousarray(self.dataset.load_image(i), dtype=np.float32)
+        return np.ascontiguousarray(self.dataset.load_target(i), dtype=np.float32)
 
     def next_view(self) -> int:
         if not self.view_stack:
@@ -359,6 +365,9 @@ class Trainer:
         arrays = {f"model.{k}": v for k, v in state.model.arrays().items()}
         arrays.update({f"adam.{k}": v for k, v in state.adam.to_arrays().items()})
         arrays.update({f"stats.{k}": v for k, v in state.stats.items()})
+        app = self.step.appearance_state()
+        if app is not None:   # --appearance: training-only, in the checkpoint, never the PLY
+            arrays.update({f"appearance.{k}": v for k, v in app.to_arrays().items()})
         meta = dict(iteration=iteration, rng=self.rng.bit_generator.state, view_stack=self.view_stack,
                     config=self.cfg.to_dict(), extent=self.extent, run=self.run_info,
                     initial_gaussians=self.initial_n,
@@ -386,6 +395,16 @@ class Trainer:
             raise TrainingError(f"cannot read checkpoint {path}: {exc}") from None
         meta.setdefault("strategy", dict(name="adc", state={}))   # format 2: ADC
         return meta, arrays
+
+    @staticmethod
+    def load_appearance(path: str) -> AppearanceState:
+        """The per-view colour transforms a checkpoint of an ``--appearance`` run holds."""
+        try:
+            with np.load(path) as z:
+                return AppearanceState.from_arrays(
+                    {k[len("appearance."):]: z[k] for k in z.files if k.startswith("appearance.")})
+        except (OSError, KeyError, ValueError, EOFError, zipfile.BadZipFile) as exc:
+            raise TrainingError(f"cannot read the appearance of checkpoint {path}: {exc}") from None
 
     def latest_checkpoint(self) -> str | None:
         found = checkpoint_files(self.checkpoint_dir())
@@ -465,8 +484,11 @@ class Trainer:
         except ValueError as exc:
             raise TrainingError(str(exc)) from None
         spec = StepSpec(self.optim, tuple(cfg.background), cfg.loss,
-                        tuple(s.name for s in self.strategy.statistics))
+                        tuple(s.name for s in self.strategy.statistics),
+                        appearance_views=len(self.dataset.cameras) if cfg.appearance else 0)
         self.step: TrainStep = self.step_factory(arrays, spec)
+        if meta is not None and cfg.appearance:
+            self.step.load_appearance(self.load_appearance(path))
         ctx.max_gaussians = self.step.max_gaussians
         # antialiased: the 3D filter from the training views (a resumed run recomputes it)
         self.step.set_filter_cameras([self.dataset.cameras[i] for i in self.dataset.train_indices])

@@ -93,7 +93,7 @@ fn ssim_forward(@builtin(local_invocation_id) lid: vec3<u32>,
             var v = vec2<f32>(0.0);
             if (in_image(ix, iy)) {
                 let g = (u32(iy) * width + u32(ix)) * 3u + c;
-                v = vec2<f32>(image[g], target_img[g]);
+                v = masked_pair(image[g], target_img[g]);
             }
             s_a[e] = v;
         }
@@ -239,7 +239,8 @@ fn ssim_backward(@builtin(local_invocation_id) lid: vec3<u32>,
             let g = pix * 3u + c;
             let x = image[g];
             let y = target_img[g];
-            grad[g] = -scale * (g3.x + 2.0 * x * g3.y + y * g3.z) + l1_scale * sign(x - y);
+            grad[g] = select(-scale * (g3.x + 2.0 * x * g3.y + y * g3.z) + l1_scale * sign(x - y),
+                             0.0, y < 0.0);
         }
         workgroupBarrier();
     }

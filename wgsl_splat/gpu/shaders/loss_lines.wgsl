@@ -72,7 +72,8 @@ fn load_s5(col: u32, y: u32, height: u32, stride: u32) -> S5 {
         return S5(vec4<f32>(0.0), 0.0);
     }
     let i = col + y * stride;
-    return s5_of(image[i], target_img[i]);
+    let xy = masked_pair(image[i], target_img[i]);
+    return s5_of(xy.x, xy.y);
 }
 
 @compute @workgroup_size(WG)
@@ -222,7 +223,8 @@ fn lines_v_grad(@builtin(global_invocation_id) gid: vec3<u32>) {
         let o = col + y * stride;
         let x = image[o];
         let yv = target_img[o];
-        grad[o] = -scale * (g3.x + 2.0 * x * g3.y + yv * g3.z) + l1_scale * sign(x - yv);
+        grad[o] = select(-scale * (g3.x + 2.0 * x * g3.y + yv * g3.z) + l1_scale * sign(x - yv),
+                         0.0, yv < 0.0);
         v0 = v1; v1 = v2; v2 = v3; v3 = v4; v4 = v5;
         v5 = v6; v6 = v7; v7 = v8; v8 = v9; v9 = v10;
     }

@@ -18,6 +18,13 @@ const W3: f32 = {{W3}};
 const W4: f32 = {{W4}};
 const W5: f32 = {{W5}};
 
+// Masks (docs/design.md §2): a target value below zero marks a masked pixel channel (the host
+// encodes the mask into the target it uploads). The loss sees both images zeroed there, and the
+// gradient there is zero: x' = m·x, y' = m·y, dL/dx = m·dL/dx'.
+fn masked_pair(x: f32, y: f32) -> vec2<f32> {
+    return select(vec2<f32>(x, y), vec2<f32>(0.0), y < 0.0);
+}
+
 struct SsimPixel {
     d: vec3<f32>,     // ∂s/∂μ1, ∂s/∂e11, ∂s/∂e12 (σ's dependence on μ1 included)
     dssim: f32,       // 1 - s, computed directly (better than 1 - mean(s) when SSIM is near 1)

@@ -1,0 +1,137 @@
+"""--appearance (docs/captures.md): a per-view affine colour transform learned with the model.
+The reference's gradients against finite differences, the device step against the reference,
+the option through cfg.json, the checkpoint and --resume, and the refusals."""
+
+import json
+
+import numpy as np
+
+from wgsl_splat.reference.loss import loss_and_grad
+from wgsl_splat.training import appearance
+from wgsl_splat.training.appearance import AppearanceState
+
+
+def fresh_rng():
+    seed = int(np.random.SeedSequence().entropy % (1 << 32))
+    return np.random.default_rng(seed), seed
+
+
+def random_matrix(rng):
+    a = appearance.identity(1)[0].astype(np.float64)
+    return a + rng.normal(0, 0.1, a.shape)
+
+
+def test_reference_gradients_finite_differences():
+    rng, seed = fresh_rng()
+    img = rng.uniform(0, 1, (9, 11, 3))
+    a = random_matrix(rng)
+    target = np.clip(appearance.apply(img, a) + rng.normal(0, 0.1, img.shape), 0, 1)
+
+    def loss(img, a):
+        return loss_and_grad(appearance.apply(img, a), target)[0]
+
+    _, d_out, _ = loss_and_grad(appearance.apply(img, a), target)
+    d_img, d_a = appearance.backward(img, a, d_out)
+    h = 1e-6
+    fd_a = np.zeros_like(a)
+    for idx in np.ndindex(a.shape):
+        e = np.zeros_like(a)
+        e[idx] = h
+        fd_a[idx] = (loss(img, a + e) - loss(img, a - e)) / (2 * h)
+    assert np.linalg.norm(fd_a - d_a) / np.linalg.norm(d_a) < 1e-5, f"seed={seed}"
+    fd_img = np.zeros_like(img)
+    for idx in list(np.ndindex(img.shape))[::7]:
+        e = np.zeros_like(img)
+        e[idx] = h
+        fd_img[idx] = (loss(img + e, a) - loss(img - e, a)) / (2 * h)
+    sel = np.zeros(img.shape, bool)
+    sel.reshape(-1)[::7] = True
+    assert np.linalg.norm(fd_img[sel] - d_img[sel]) / np.linalg.norm(d_img[sel]) < 1e-5
+
+
+def test_identity_transform_changes_nothing():
+    rng, _ = fresh_rng()
+    img = rng.uniform(0, 1, (5, 6, 3)).astype(np.float32)
+    a = appearance.identity(1)[0]
+    assert np.array_equal(appearance.apply(img, a), img)
+    d = rng.normal(size=img.shape).astype(np.float32)
+    assert np.array_equal(appearance.backward(img, a, d)[0], d)
+
+
+def _steps(gpu_ctx, seed):
+    from wgsl_splat.gpu.step import GpuTrainStep
+    from wgsl_splat.reference.step import CpuTrainStep
+    from wgsl_splat.tools.gradcheck import make_problem
+    from wgsl_splat.training.optim import OptimConfig
+    from wgsl_splat.training.state import HostArrays
+    from wgsl_splat.training.step import StepSpec
+
+    model, cam, target = make_problem(seed, 90, 40, 28, background=(0.1, 0.2, 0.3))
+    rng = np.random.default_rng(seed)
+    start = AppearanceState.fresh(2)
+    start.params[1] = random_matrix(rng).astype(np.float32)
+    spec = StepSpec(OptimConfig(), (0.1, 0.2, 0.3), appearance_views=2)
+    out = []
+    for make in (lambda a: CpuTrainStep(a, spec=spec), lambda a: GpuTrainStep(gpu_ctx, a, spec=spec)):
+        step = make(HostArrays.fresh(model.copy()))
+        step.load_appearance(AppearanceState.from_arrays(
+            {k: v.copy() for k, v in start.to_arrays().items()}))
+        step.step(cam, target, view_id=1)
+        out.append((step.state.download(), step.appearance_state()))
+    return out
+
+
+def test_gpu_step_with_appearance_matches_reference(gpu_ctx):
+    """After one step Adam's first moment is 0.1 × the gradient: the matrix's gradient and, through
+    Aᵀ, every parameter's agree with the reference; the other view's matrix does not move."""
+    from wgsl_splat.tools.gradcheck import rel_error
+
+    seed = int(np.random.SeedSequence().entropy % (1 << 32))
+    (cpu, cpu_app), (gpu, gpu_app) = _steps(gpu_ctx, seed)
+    assert rel_error(gpu_app.m[1], cpu_app.m[1])[0] < 1e-3, f"seed {seed}"
+    assert rel_error(gpu_app.params[1], cpu_app.params[1])[0] < 1e-5, f"seed {seed}"
+    assert list(gpu_app.steps) == list(cpu_app.steps) == [0, 1]
+    assert np.array_equal(gpu_app.params[0], appearance.identity(1)[0])
+    for name, m in cpu.adam.m.arrays().items():
+        assert rel_error(gpu.adam.m.arrays()[name], m)[0] < 1e-3, f"seed {seed} {name}"
+
+
+def test_run_records_appearance_and_resumes_it_exactly(tmp_path):
+    """cfg.json and the checkpoint carry it; a run resumed half-way (NumPy path: exact) ends
+    with the same matrices as the run that was not interrupted; held-out views never train one."""
+    from test_trainer import run, tiny_config
+
+    cfg = tiny_config(8)
+    cfg.checkpoint_every = 4
+    cfg.appearance = True
+    run(tmp_path / "a", cfg)
+    assert json.loads((tmp_path / "a" / "cfg.json").read_text())["appearance"] is True
+    with np.load(tmp_path / "a" / "checkpoints" / "ckpt_000008.npz") as z:
+        whole = {k: z[k] for k in z.files if k.startswith("appearance.")}
+    assert whole["appearance.params"].shape == (16, 3, 4) and whole["appearance.steps"].sum() == 8
+    assert whole["appearance.steps"][0] == 0 and whole["appearance.steps"][8] == 0   # held out
+    run(tmp_path / "b", cfg)
+    (tmp_path / "b" / "checkpoints" / "ckpt_000008.npz").unlink()
+    run(tmp_path / "b", cfg, resume="latest")
+    with np.load(tmp_path / "b" / "checkpoints" / "ckpt_000008.npz") as z:
+        for k, v in whole.items():
+            assert np.array_equal(z[k], v), k
+
+
+def test_appearance_refusals_in_one_line(tmp_path):
+    from click.testing import CliRunner
+    from test_datasets import save_png
+
+    from wgsl_splat.app.cli import main
+
+    save_png(tmp_path / "one.png", np.zeros((16, 16, 3), np.uint8))
+    res = CliRunner().invoke(main, ["train", str(tmp_path / "one.png"), "--out",
+                                    str(tmp_path / "r"), "--device", "cpu", "--appearance",
+                                    "--eval", "--iters", "2"])
+    assert res.exit_code != 0
+    line = [x for x in res.output.splitlines() if x.startswith("Error")]
+    assert len(line) == 1 and "--appearance with --eval" in line[0], res.output
+    assert not (tmp_path / "r" / "cfg.json").exists()
+    res = CliRunner().invoke(main, ["train", "default", "--out", str(tmp_path / "r3"),
+                                    "--appearance", "--devices", "0", "--iters", "2"])
+    assert res.exit_code != 0 and "does not combine with --devices" in res.output

@@ -1,0 +1,85 @@
+"""--appearance on the device (docs/captures.md; math in training/appearance.py): the view's colour
+transform between the rasteriser and the loss, its backward pass and its Adam update, three
+dispatches of ``shaders/appearance.wgsl`` recorded into the step's pass.
+
+Pool buffers: ``app_state`` (36 floats per view: the 3×4 matrix, Adam's m and v), ``image_app``
+(the transformed image the loss reads), ``grad_app`` (the loss's gradient with respect to it),
+``app_partials`` (12 floats per image row) and the ``app_params`` uniform, written before each
+view's submit (the host keeps the per-view step counts for Adam's bias corrections).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ..training.appearance import (
+    APPEARANCE_EPS,
+    BETA1,
+    BETA2,
+    FLOATS,
+    AppearanceState,
+    adam_scalars,
+)
+from .pool import UNIFORM_USAGE, BufferPool, buffer_usage
+from .shaders import ShaderLibrary
+
+
+class GpuAppearance:
+    def __init__(self, ctx, pool: BufferPool, lib: ShaderLibrary, views: int, lr: float) -> None:
+        self.ctx, self.pool, self.views, self.lr = ctx, pool, int(views), float(lr)
+        self.module = lib.module("appearance")
+        self.wg = self.module.workgroup_size("app_apply")[0]
+        self._apply, self._backward, self._update = (
+            self.module.pipeline(e) for e in ("app_apply", "app_backward", "app_update"))
+        self._dtype = self.module.struct_dtype("AppParams")
+        pool.get("app_params", 256, buffer_usage(*UNIFORM_USAGE))
+        pool.get("app_state", 4 * 3 * FLOATS * self.views)
+        self.steps = np.zeros(self.views, np.int64)
+        self.width = self.height = 0
+
+    def upload(self, state: AppearanceState) -> None:
+        flat = np.concatenate([state.params.reshape(self.views, FLOATS),
+                               state.m.reshape(self.views, FLOATS),
+                               state.v.reshape(self.views, FLOATS)], axis=1)
+        self.pool.write("app_state", np.ascontiguousarray(flat, np.float32))
+        self.steps = state.steps.copy()
+
+    def download(self) -> AppearanceState:
+        flat = self.pool.read_array("app_state", np.float32, 3 * FLOATS * self.views)
+        flat = flat.reshape(self.views, 3, 3, 4)
+        return AppearanceState(flat[:, 0].copy(), flat[:, 1].copy(), flat[:, 2].copy(),
+                               self.steps.copy())
+
+    def prepare(self, view: int, width: int, height: int) -> None:
+        """Size the buffers and write the uniform of ``view``'s step (before its submit)."""
+        self.width, self.height = int(width), int(height)
+        px = self.width * self.height
+        for name in ("image_app", "grad_app"):
+            self.pool.get(name, 12 * px)
+        self.pool.get("app_partials", 4 * FLOATS * self.height)
+        step_size, inv_bc2 = adam_scalars(self.steps, view, self.lr, BETA1, BETA2)
+        u = np.zeros(1, self._dtype)
+        u["dims"] = (self.width, self.height, view, 0)
+        u["adam"] = (step_size, inv_bc2, BETA1, BETA2)
+        u["misc"] = (APPEARANCE_EPS, 0.0, 0.0, 0.0)
+        self.pool.write("app_params", u)
+
+    def _bind(self, cpass):
+        bg = self.pool.bind_group(self.module, 0, {
+            "ap": "app_params", "image": "image", "image_app": "image_app",
+            "grad_app": "grad_app", "grad_image": "grad_image", "app_state": "app_state",
+            "app_partials": "app_partials"})
+        cpass.set_bind_group(0, bg)
+
+    def encode_apply(self, cpass) -> None:
+        self._bind(cpass)
+        cpass.set_pipeline(self._apply)
+        cpass.dispatch_workgroups(-(-self.height // self.wg))
+
+    def encode_backward(self, cpass) -> None:
+        """Aᵀ·dL/dC' into ``grad_image`` and the Adam update of the view's matrix."""
+        self._bind(cpass)
+        cpass.set_pipeline(self._backward)
+        cpass.dispatch_workgroups(-(-self.height // self.wg))
+        cpass.set_pipeline(self._update)
+        cpass.dispatch_workgroups(1)
