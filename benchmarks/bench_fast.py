@@ -89,6 +89,7 @@ def run_one(scene: str, mode: str, seed: int, out: Path, extra: list[str],
                           ssim=result["mean"]["ssim"], n=result["num_gaussians"]))
         clock["eval_wall"] += time.perf_counter() - t
         clock["eval_cpu"] += cpu() - c
+        (out / "curve.json").write_text(json.dumps(curve))   # a run stopped early keeps its points
         return result
 
     trainer_mod.Trainer.run, trainer_mod.Trainer.evaluate = run, evaluate

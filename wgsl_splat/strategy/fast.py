@@ -86,16 +86,16 @@ class FastConfig:
                                        "of the budget in random points.", minimum=0.0,
                                   maximum=1.0, open_min=True)
     start: int = option(500, "First densification step.", minimum=0)
-    stop: int = option(2500, "Last densification step.", minimum=0)
+    stop: int = option(4000, "Last densification step.", minimum=0)
     every: int = option(100, "Steps between densifications.", minimum=1)
-    grow_until: int = option(2000, "The budget is reached by this step.", minimum=1)
+    grow_until: int = option(3000, "The budget is reached by this step.", minimum=1)
     max_growth: float = option(0.5, "A round adds at most this fraction of N.", minimum=0.0)
     views: int = option(10, "Training views observed per round (FastGS: 10).", minimum=1)
     error_threshold: float = option(
         0.1, "A pixel's error is high above this fraction of the view's range (FastGS).",
         minimum=0.0, maximum=1.0)
     min_error_pixels: float = option(
-        2.0, "Grow only Gaussians blended into at least this many high-error pixels (α·T-"
+        0.0, "Grow only Gaussians blended into at least this many high-error pixels (α·T-"
              "weighted) per observed view.", minimum=0.0)
     min_weight: float = option(
         0.0, "Prune Gaussians blended into less than this many pixels' worth (α·T) per "
@@ -103,7 +103,7 @@ class FastConfig:
     score: str = option("error", "What ranks the rows when more want to grow than the room "
                                  "holds: the error they are part of over the observed views, or "
                                  "3DGS's mean gradient.", choices=("error", "gradient"))
-    grad_threshold: float = option(2e-4, "Mean NDC gradient ‖∂L/∂μ2D‖ a Gaussian must reach to "
+    grad_threshold: float = option(0.0, "Mean NDC gradient ‖∂L/∂μ2D‖ a Gaussian must reach to "
                                          "grow.", minimum=0.0)
     percent_dense: float = option(
         0.01, "Clone when the largest scale is at most this × the scene extent, else split.",
@@ -216,7 +216,7 @@ class Fast(Strategy):
     statistics = (GRAD_ACCUM, DENOM, FAST_ERR_PIXELS, FAST_ERR, FAST_WEIGHT)
     run_presets = {
         "smoke": dict(random_init_points=5000),
-        "fast": dict(iters=3000, eval_at=(500, 1000, 2000, 3000), save_at=(3000,)),
+        "fast": dict(iters=5000, eval_at=(500, 1000, 2000, 3000, 4000, 5000), save_at=(5000,)),
     }
 
     def __init__(self, config: FastConfig, ctx) -> None:
