@@ -145,7 +145,19 @@ def suite(args) -> None:
 
 
 def load(folder: str) -> list[dict]:
-    return [json.loads(p.read_text()) for p in sorted(Path(folder).glob("*/bench.json"))]
+    """Finished runs (bench.json), and runs stopped early by their curve so far (curve.json in a
+    folder named ``<scene>_<mode>_s<seed>``, marked ``partial``)."""
+    results = []
+    for run_dir in sorted(p for p in Path(folder).iterdir() if p.is_dir()):
+        if (run_dir / "bench.json").exists():
+            results.append(json.loads((run_dir / "bench.json").read_text()))
+        elif (run_dir / "curve.json").exists():
+            scene, mode, seed = run_dir.name.rsplit("_", 2)
+            curve = json.loads((run_dir / "curve.json").read_text())
+            results.append({"scene": scene, "mode": mode, "seed": int(seed[1:]), "curve": curve,
+                            "steps": curve[-1]["step"], "n": curve[-1]["n"],
+                            "peak_device_mib": float("nan"), "partial": True})
+    return results
 
 
 def table(args) -> None:
@@ -154,7 +166,8 @@ def table(args) -> None:
     print("|---|---|---|---|---|---|---|---|---|---|")
     for r in load(args.folder):
         last = r["curve"][-1]
-        print(f"| {r['scene']} | {r['mode']} | {r['seed']} | {r['steps']} | {last['wall']:.0f} | "
+        steps = f"{r['steps']} (stopped)" if r.get("partial") else r["steps"]
+        print(f"| {r['scene']} | {r['mode']} | {r['seed']} | {steps} | {last['wall']:.0f} | "
               f"{last['cpu']:.0f} | {r['n']} | {last['psnr']:.2f} | {last['ssim']:.4f} | "
               f"{r['peak_device_mib']:.0f} |")
     print()
@@ -176,16 +189,18 @@ def plot(args) -> None:
     colours = {"fast": "tab:red", "adc": "tab:blue"}
     for col, scene in enumerate(scenes):
         for r in (r for r in results if r["scene"] == scene):
-            x = [p["wall"] / 60 for p in r["curve"]]
+            x = [p[args.x] / 60 for p in r["curve"]]
             for row, key in enumerate(("psnr", "ssim")):
                 ax = axes[row][col]
                 ax.plot(x, [p[key] for p in r["curve"]], "o-", ms=3, lw=1.2,
                         color=colours[r["mode"]], alpha=0.85,
-                        label=f"{r['mode']} (seed {r['seed']}, N {r['n'] // 1000} k)")
+                        label=f"{r['mode']} (seed {r['seed']}, N {r['n'] // 1000} k"
+                              + (", stopped early)" if r.get("partial") else ")"))
         for row, key in enumerate(("held-out PSNR (dB)", "held-out SSIM")):
             ax = axes[row][col]
             ax.set_title(f"{scene}" if row == 0 else "")
-            ax.set_xlabel("training wall time (min, evaluations excluded)")
+            ax.set_xlabel(f"training {'wall' if args.x == 'wall' else 'CPU'} time (min, "
+                          "evaluations excluded)")
             ax.set_ylabel(key)
             ax.grid(alpha=0.3)
             if row == 0:
@@ -220,6 +235,8 @@ def main() -> None:
     g.add_argument("folder")
     g.add_argument("--png", required=True)
     g.add_argument("--title", default="held-out quality over training time")
+    g.add_argument("--x", choices=("wall", "cpu"), default="wall",
+                   help="wall time, or the process's CPU time (steadier on a shared machine)")
     args = p.parse_args()
     if args.cmd == "run":
         settings = {k: json.loads(v) for k, v in (item.split("=", 1) for item in args.set)}
