@@ -106,7 +106,8 @@ def run_one(scene: str, mode: str, seed: int, out: Path, extra: list[str],
                   steps=summary["iterations"], n=summary["num_gaussians"],
                   wall=curve[-1]["wall"] if curve else None, cpu=curve[-1]["cpu"] if curve else None,
                   peak_device_mib=(clock["peak"] or 0) / 2**20,
-                  densify_s=timing.get("densify"), machine=machine())
+                  densify_s=timing.get("densify"), machine=machine(),
+                  partial=bool(summary.get("interrupted")))   # stopped by a signal
     (out / "bench.json").write_text(json.dumps(result, indent=1))
     return result
 
