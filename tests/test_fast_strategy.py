@@ -374,3 +374,21 @@ def test_lego_short_fast_run_reaches_its_measured_quality(tmp_path, lego_dir):
     assert final["mean"]["ssim"] > 0.85, final["mean"]
     log = (out / "train.log").read_text()
     assert "resolution 1/2" in log and "resolution 1/1" in log
+
+
+def test_a_downscaled_view_keeps_its_mask(monkeypatch):
+    """A masked pixel stays out of the loss at a resolution factor: downscaled, a pixel is
+    masked when any pixel it averages was; the error maps leave masked pixels at zero."""
+    from wgsl_splat.reference.loss import MASKED
+
+    ds = tiny_dataset()
+    i = ds.train_indices[0]
+    mask = np.ones((32, 32), bool)
+    mask[5, 7] = False                       # one pixel of the 2×2 block (2, 3)
+    monkeypatch.setattr(type(ds), "load_mask", lambda self, j: mask if j == i else None)
+    views = TrainingViews(ds, CpuTrainStep(HostArrays.fresh(ds_model(ds), Fast.statistics)))
+    full, half = views.image(i), views.image(i, 2)
+    assert np.all(full[5, 7] == MASKED) and np.sum(full < 0) == 3
+    assert np.all(half[2, 3] == MASKED) and np.sum(half < 0) == 3
+    w = error_maps(0.1)(np.zeros_like(half), half)
+    assert not w[2, 3, :2].any()
