@@ -64,7 +64,7 @@ def test_an_observation_is_the_same_on_both_paths(gpu_ctx, seed):
     weights = error_maps(0.2)
     want = cpu.observe(views, weights, OBSERVED_STATS, 2)
     got = gpu.observe(views, weights, OBSERVED_STATS, 2)
-    for w, g in zip(want, got):
+    for w, g in zip(want, got, strict=True):
         np.testing.assert_allclose(g, w, atol=1e-5)
     h, d = cpu.state.read_stats(), gpu.state.read_stats()
     for name in FAST_STATS:
