@@ -43,10 +43,11 @@ from .backward import GRAD2D_FLOATS, GpuBackward
 from .filter3d import Filter3D
 from .loss import RESULT_BYTES, GpuLoss
 from .pages import page_name
-from .pool import BufferPool
+from .pool import UNIFORM_USAGE, BufferPool, buffer_usage
 from .renderer import COUNTERS_BYTES, GpuRenderer, max_gaussians
 from .runtime import GpuContext
 from .shaders import ShaderLibrary
+from .sort import grid_2d
 from .state import DeviceState
 
 HISTORY = 64                      # steps per ring of losses and counters
@@ -125,6 +126,7 @@ class GpuTrainStep(TrainStep):
         self.steps = 0
         self.overflowed_steps = 0
         self.max_intersections = 0
+        self._observe = None          # observe.wgsl, compiled when a strategy first observes
         self._state = DeviceState(self, tuple(arrays.stats))
         self._state.upload(arrays)
 
@@ -516,6 +518,56 @@ class GpuTrainStep(TrainStep):
         if totals.max() > 0.9 * cap:   # grow ahead of need: densification keeps adding splats
             self.renderer.ensure_capacity(int(totals.max() * 1.25))
         self._pending = 0
+
+    def observe(self, views, weights, into, active_sh_degree=None) -> list[np.ndarray]:
+        """:meth:`TrainStep.observe` on the device: per view a forward render read back, the
+        weight map computed on the host and uploaded as dL/dimage, the rasterisation backward and
+        ``observe.wgsl`` (grad2d's colour part into the statistics' planes, grad2d cleared)."""
+        names = self._state.stat_names
+        missing = [k for k in into if k not in names]
+        if missing or not 1 <= len(into) <= 3:
+            raise ValueError(f"observe into {into}: 1-3 of this state's statistics {names}")
+        planes = np.zeros(4, np.uint32)
+        planes[:len(into)] = [names.index(k) for k in into]
+        if self._observe is None:
+            self._observe = self.lib.module("observe")
+        module, r = self._observe, self.renderer
+        block = module.workgroup_size("observe")[0]
+        images = []
+        for view in views:
+            image = r.render(view.camera, self.background, readback=True,
+                             active_sh_degree=active_sh_degree)
+            images.append(image)
+            if not r.num:
+                continue
+            w = np.ascontiguousarray(weights(image, np.asarray(view.target, np.float32)),
+                                     np.float32)
+            if w.shape != image.shape:
+                raise ValueError(f"weights of shape {w.shape} for an image of {image.shape}")
+            self.pool.get("grad_image", w.nbytes)
+            self.pool.write("grad_image", w)
+            dispatches = []        # once per page (gpu/pages.py): rows local to the page
+            for page in r.pages:
+                groups = grid_2d(-(-page.count // block))
+                u = np.zeros((), module.struct_dtype("ObserveParams"))
+                u["n"], u["x_groups"], u["planes"] = page.count, groups[0], planes
+                name = page_name("observe_params", page.index)
+                self.pool.get(name, u.nbytes, buffer_usage(*UNIFORM_USAGE))
+                self.pool.write(name, u)
+                dispatches.append((groups, {
+                    "op": name, "grad2d": r.paging.splat_window("grad2d", page),
+                    "stats": page_name("stats", page.index)}))
+            with self.ctx.guard("observing a view"):
+                enc = self.ctx.device.create_command_encoder(label="observe")
+                cpass = enc.begin_compute_pass(label="observe")
+                self.backward.encode_raster(cpass, "grad_image")
+                cpass.set_pipeline(module.pipeline("observe", {"COUNT": len(into)}))
+                for groups, entries in dispatches:
+                    cpass.set_bind_group(0, self.pool.bind_group(module, 0, entries))
+                    cpass.dispatch_workgroups(*groups)
+                cpass.end()
+                self.ctx.queue.submit([enc.finish()])
+        return images
 
     def take_losses(self) -> list[float]:
         """Losses of the steps since the last call, in order (at most one blocking read)."""

@@ -264,6 +264,11 @@ def _generated_variants(ctx, model, cam, target, config, strategies, terms, Loss
                 step.step_batch([view, view], 3)
                 step.step_batch([view], 3)
                 step.take_losses()
+    for name in sorted(strategies):    # each strategy's own kernels (Strategy.exercise_kernels)
+        cls = strategies[name]
+        step = GpuTrainStep(ctx, HostArrays.fresh(model, cls.statistics), OptimConfig(),
+                            render_config=config)
+        cls.exercise_kernels(step, View(cam, target, view_id=0))
 
 
 def _densify(step, ADCRound, adc_round) -> None:
