@@ -182,3 +182,30 @@ def test_the_3d_filter_is_the_same_on_one_and_on_many_bindings(gpu_ctx, small_ct
         out.append(step.filter_3d())
     np.testing.assert_array_equal(out[0], out[1])
     assert np.any(out[0] > 0)
+
+
+def test_a_view_observation_is_the_same_on_one_and_on_many_bindings(gpu_ctx, small_ctx):
+    """The fast strategy's observation (observe.wgsl, once per page) adds the same α·T sums to the
+    statistics of every page and leaves grad2d zero in both splat buffers."""
+    from wgsl_splat.strategy.fast import OBSERVED_STATS, Fast, error_maps
+    from wgsl_splat.training.step import View
+
+    seed = fresh_seed()
+    model, cam, target = scene(seed)
+    arrays = HostArrays.fresh(model, Fast.statistics)
+    rng = np.random.default_rng(seed)
+    for name in OBSERVED_STATS:
+        arrays.stats[name][:] = rng.uniform(0, 10, N)
+    out = []
+    for ctx in (gpu_ctx, small_ctx):
+        step = GpuTrainStep(ctx, arrays, OptimConfig())
+        step.observe([View(cam, target)], error_maps(0.2), OBSERVED_STATS, 2)
+        out.append(step.state.read_stats())
+        for name in ("grad2d", "grad2d_hi"):
+            if name in step.pool:
+                assert not step.pool.read_array(name, np.float32, step.pool.size(name) // 4).any()
+    assert len(GpuTrainStep(small_ctx, arrays, OptimConfig()).renderer.pages) == 6
+    for name in OBSERVED_STATS:
+        a, b = out
+        assert np.any(b[name][1280:] > arrays.stats[name][1280:] + 1e-3), name   # beyond the split
+        assert np.linalg.norm(b[name] - a[name]) <= 1e-5 * np.linalg.norm(a[name]), f"seed {seed}"
