@@ -7,10 +7,12 @@
   loop on ``atomic<u32>`` otherwise (``float_atomics=False`` forces it, for tests and DX12 parity).
   Partial sums are reduced per subgroup first (an xor butterfly of subgroup shuffles) where the adapter has subgroups,
   otherwise through workgroup memory per thread (``subgroups=False`` forces it).
-- ``shaders/project_backward.wgsl``: one thread per Gaussian, chains ``grad2d`` to every stored
-  parameter (into ``grads``, the flat layout of ``params``), zeroes ``grad2d`` for the next step and
-  accumulates the strategy's statistics in ``stats`` (one plane of N floats each; the code is
-  generated from their declarations, :func:`~wgsl_splat.training.statistics.statistics_wgsl`).
+- ``shaders/project_backward.wgsl``: one thread per Gaussian, once per page of the state
+  (:mod:`.pages`), chains ``grad2d`` to every stored parameter (into ``grads``, the flat layout of
+  ``params``; or, ``fused``, straight into the Adam update of the parameter: no gradient buffer),
+  zeroes ``grad2d`` for the next step and accumulates the strategy's statistics in ``stats`` (one
+  plane of n floats each per page; the code is generated from their declarations,
+  :func:`~wgsl_splat.training.statistics.statistics_wgsl`).
 
 Both read the forward pass's buffers by the renderer's pool names, so the backward pass reuses the
 forward's sort, ranges, final transmittance and last-contributor index instead of recomputing them.
@@ -23,6 +25,7 @@ import numpy as np
 from ..training.losses import LossConfig, ParamTerm
 from ..training.statistics import STANDARD, resolve, statistics_wgsl
 from .loss import SLOT
+from .pages import SPLAT_BYTES, page_name
 from .pool import UNIFORM_USAGE, BufferPool, buffer_usage
 from .renderer import GpuRenderer
 from .runtime import GpuContext, GpuError
@@ -113,8 +116,11 @@ class GpuBackward:
             config=config)
         self.statistics = resolve(statistics)
         self.terms = (loss or LossConfig()).active_terms()
-        self._project = lib.module("project_backward", config=config, generated=project_includes(
-            self.statistics, [term for term, _ in self.terms]))
+        self._includes = project_includes(self.statistics, [term for term, _ in self.terms])
+        self._project = lib.module("project_backward", {"SINK": "grads_sink.wgsl"}, config=config,
+                                   generated=self._includes)
+        self._project_fused = None
+        pool.get("no_grad2d_hi", SPLAT_BYTES)        # binds grad2d_hi while every id is below
         weights = np.zeros((), self._project.struct_dtype("LossTerms"))
         for term, weight in self.terms:
             weights[term.weight] = weight
@@ -136,52 +142,107 @@ class GpuBackward:
         return (f"{'float atomics' if self.float_atomics else 'CAS loop'}, "
                 f"{'subgroup' if self.subgroups else 'workgroup'} reduction")
 
+    @property
+    def fusable(self) -> bool:
+        """Whether Adam can run inside the projection backward pass (no parameter term: their
+        gradients are added after the pass's own, which the in-place update would have used)."""
+        return not self.terms
+
+    def fused_module(self):
+        """project_backward.wgsl with the Adam sink (compiled on first use)."""
+        if self._project_fused is None:
+            self._project_fused = self.lib.module("project_backward", {"SINK": "adam_sink.wgsl"},
+                                                  config=self.renderer.config,
+                                                  generated=self._includes)
+        return self._project_fused
+
+    @property
+    def n_stats(self) -> int:
+        return max(len(self.statistics), 1)
+
     def configure(self, n: int, stats: np.ndarray | None = None) -> None:
         """Size the per-splat buffers for ``n`` Gaussians; ``stats`` (S, n) float32, one row per
         statistic in order, replaces the statistics (zeros when None). ``grad2d`` is cleared so
         that the next backward pass accumulates into zeros."""
         self.resize(n)
-        m = max(self.num, 1)
-        data = (np.zeros((max(len(self.statistics), 1), m), np.float32) if stats is None
-                else np.asarray(stats, np.float32))
-        self.pool.write("stats", data)
+        data = (np.zeros((self.n_stats, max(self.num, 1)), np.float32) if stats is None
+                else np.asarray(stats, np.float32).reshape(-1, self.num))
+        for page in self.renderer.pages or []:
+            sl = slice(page.base, page.base + page.count)
+            self.pool.write(page_name("stats", page.index), np.ascontiguousarray(data[:, sl]))
+        if not self.renderer.pages:
+            self.pool.write("stats", np.zeros(1, np.float32))
+
+    def alloc_stats(self, name: str, n: int) -> None:
+        """Pages of the statistics for ``n`` rows under ``name`` (existing pages of the right size
+        are kept): one plane of each page's rows per statistic."""
+        paging = self.renderer.paging
+        pages = paging.pages(n) or [paging.pages(1)[0]]
+        for page in pages:
+            self.pool.get(page_name(name, page.index), 4 * self.n_stats * max(page.count, 1),
+                          exact=True)
+        p = len(pages)
+        while page_name(name, p) in self.pool:
+            self.pool.free(page_name(name, p))
+            p += 1
 
     def resize(self, n: int) -> None:
         """Size the per-splat buffers for ``n`` Gaussians, keeping the statistics (a device-side
         edit of the state rebuilt them already); ``grad2d`` is cleared."""
         self.num = int(n)
         m = max(self.num, 1)
-        self.pool.get("grad2d", 4 * GRAD2D_FLOATS * m)
+        split = self.renderer.paging.split
+        self.pool.get("grad2d", 4 * GRAD2D_FLOATS * min(m, split), exact=True)
+        if self.num > split:
+            self.pool.get("grad2d_hi", 4 * GRAD2D_FLOATS * (self.num - split), exact=True)
+        else:
+            self.pool.free("grad2d_hi")
         block = self._project.workgroup_size("project_backward")[0]
         self.pool.get("term_partials", 4 * -(-m // block))
-        self.pool.get("stats", 4 * max(len(self.statistics), 1) * m, keep_contents=True)
+        self.alloc_stats("stats", self.num)
         with self.ctx.guard("clearing the screen-space gradients"):
             enc = self.ctx.device.create_command_encoder(label="clear grad2d")
             enc.clear_buffer(self.pool["grad2d"])
+            if "grad2d_hi" in self.pool:
+                enc.clear_buffer(self.pool["grad2d_hi"])
             self.ctx.queue.submit([enc.finish()])
 
     def encode_raster(self, cpass, grad_image: str = "grad_image") -> None:
         r = self.renderer
         cpass.set_pipeline(self._raster.pipeline("rasterize_backward"))
         cpass.set_bind_group(0, self.pool.bind_group(self._raster, 0, {
-            "rp": "render_params", "splats": "splats", "isect_ids": "isect_ids",
-            "ranges": "ranges", "final_t": "final_t", "last_contrib": "last_contrib",
-            "grad_image": grad_image, "grad2d": "grad2d"}))
+            "rp": "render_params", **r.splat_bindings(), "isect_ids": "isect_ids",
+            "ranges": "ranges", "last_contrib": "last_contrib",
+            "grad_image": grad_image, **r.splat_bindings("grad2d")}))
         cpass.dispatch_workgroups(r.tiles_x, r.tiles_y)
 
-    def encode_project(self, cpass, *, stats: bool = True, accumulate: bool = False) -> None:
+    def encode_project(self, cpass, *, stats: bool = True, accumulate: bool = False,
+                       adam: str | None = None) -> None:
         """Parameter gradients into ``grads``: written, or with ``accumulate`` added to what the
-        earlier views of a batch left there."""
+        earlier views of a batch left there. ``adam``: the fused Adam uniform's pool name (the
+        step's update instead of gradients; moments in ``adam_m``/``adam_v``)."""
         if not self.num:
             return
-        cpass.set_pipeline(self._project.pipeline("project_backward", {
-            "STATS": int(stats), "ACCUMULATE": int(accumulate), **self.renderer.sh_constants}))
-        cpass.set_bind_group(0, self.pool.bind_group(self._project, 0, {
-            "rp": "render_params", "params": "params", "splats": "splats", "grad2d": "grad2d",
-            "grads": "grads", "stats": "stats", "filter3d": "filter3d", "lt": "loss_terms",
-            "term_partials": "term_partials"}))
-        block = self._project.workgroup_size("project_backward")[0]
-        cpass.dispatch_workgroups(*grid_2d(-(-self.num // block)))
+        r = self.renderer
+        module = self._project if adam is None else self.fused_module()
+        cpass.set_pipeline(module.pipeline("project_backward", {
+            "STATS": int(stats), "ACCUMULATE": int(accumulate), **r.sh_constants}))
+        block = module.workgroup_size("project_backward")[0]
+        for page in r.pages:
+            p = page.index
+            entries = {
+                "rp": r.page_uniform(page), "params": page_name("params", p),
+                "splats": r.paging.splat_window("splats", page),
+                "grad2d": r.paging.splat_window("grad2d", page),
+                "stats": page_name("stats", p), "filter3d": r.filter_window(page),
+                "lt": "loss_terms", "term_partials": "term_partials"}
+            if adam is None:
+                entries["grads"] = page_name("grads", p)
+            else:
+                entries.update(adam_m=page_name("adam_m", p), adam_v=page_name("adam_v", p),
+                               ap=adam)
+            cpass.set_bind_group(0, self.pool.bind_group(module, 0, entries))
+            cpass.dispatch_workgroups(*grid_2d(-(-page.count // block)))
 
     def encode_terms(self, cpass, result: str, slot: int) -> None:
         """Add the parameter terms' value to loss slot ``slot`` of the ring ``result`` (after
@@ -201,6 +262,9 @@ class GpuBackward:
         self.encode_project(cpass, stats=stats)
 
     def read_stats(self) -> np.ndarray:
-        """(S, N) float32: the statistics in order (blocking read)."""
-        n, s = self.num, len(self.statistics)
-        return self.pool.read_array("stats", np.float32, s * n).reshape(s, n)
+        """(S, N) float32: the statistics in order (blocking reads, page by page)."""
+        s = len(self.statistics)
+        parts = [self.pool.read_array(page_name("stats", p.index), np.float32,
+                                      s * p.count).reshape(s, p.count)
+                 for p in self.renderer.pages]
+        return np.concatenate(parts, axis=1) if parts else np.zeros((s, 0), np.float32)

@@ -657,6 +657,8 @@ class Trainer:
         cfg, it = self.cfg, s.it
         t = time.perf_counter()
         version = self.step.state.rows_version
+        # the room follows the device's memory as the views' buffers and the state grew
+        self.strategy.ctx.max_gaussians = self.step.max_gaussians
         for line in self.strategy.after_step(it, self.step.state) if it < cfg.iters else ():
             self.log(line, echo=False)
         if (self.step.state.rows_version != version
