@@ -192,6 +192,10 @@ def test_a_view_observation_is_the_same_on_one_and_on_many_bindings(gpu_ctx, sma
 
     seed = fresh_seed()
     model, cam, target = scene(seed)
+    # random_scene's edge cases (huge, stacked, nearly opaque splats, which hide most others) are
+    # its first rows, and some draws left nothing visible beyond row 1280: rolled so that they sit
+    # in the second splat buffer, beyond the split.
+    model = model.subset(np.roll(np.arange(N), 1280))
     arrays = HostArrays.fresh(model, Fast.statistics)
     rng = np.random.default_rng(seed)
     for name in OBSERVED_STATS:
