@@ -2,6 +2,8 @@
 model. The reference's view-matrix gradient and the correction's against finite differences, the
 step, the option through cfg.json, the checkpoint and --resume, and the refusals."""
 
+import json
+
 import numpy as np
 import pytest
 
@@ -87,3 +89,92 @@ def test_pose_gradient_through_the_loss_finite_differences():
     h = 1e-7
     fd = np.array([(loss(delta + h * e) - loss(delta - h * e)) / (2 * h) for e in np.eye(6)])
     assert np.linalg.norm(fd - analytic) / np.linalg.norm(fd) < 1e-5, f"seed={seed} {fd} {analytic}"
+
+
+def test_cpu_step_updates_the_trained_view_only():
+    """One step on view 1: its correction gets Adam's first step (m = 0.1 × the gradient of the
+    correction, the step ±lr for ω and ±lr·extent for τ), view 0 stays at the loaded pose."""
+    from wgsl_splat.reference import render, render_backward
+    from wgsl_splat.reference.loss import loss_and_grad
+    from wgsl_splat.reference.step import CpuTrainStep
+    from wgsl_splat.tools.gradcheck import make_problem, rel_error
+    from wgsl_splat.training.optim import OptimConfig
+    from wgsl_splat.training.state import HostArrays
+    from wgsl_splat.training.step import StepSpec
+
+    seed = int(np.random.SeedSequence().entropy % (1 << 32))
+    model, cam, target = make_problem(seed, 60, 40, 28)
+    rng = np.random.default_rng(seed)
+    start = pose.PoseState.fresh(2)
+    start.params[1] = random_delta(rng, 0.01, 0.01)
+    optim = OptimConfig().with_scene(2.0)
+    step = CpuTrainStep(HostArrays.fresh(model.copy()),
+                        spec=StepSpec(optim, pose_views=2))
+    step.load_pose(pose.PoseState.from_arrays({k: v.copy() for k, v in start.to_arrays().items()}))
+    step.step(cam, target, view_id=1)
+    got = step.pose_state()
+    assert list(got.steps) == [0, 1]
+    assert np.array_equal(got.params[0], np.zeros(6, np.float32))
+    delta = start.params[1].astype(np.float64)
+    m32 = model.astype(np.float32)
+    out = render(m32, pose.refined_camera(cam, delta))
+    _, d_img, _ = loss_and_grad(out.image, target)
+    view_grad = np.zeros((3, 4))
+    render_backward(m32, pose.refined_camera(cam, delta), out, d_img, view_grad=view_grad)
+    g = pose.delta_grad(cam.world_to_camera, delta, view_grad)
+    assert rel_error(got.m[1], 0.1 * g)[0] < 1e-5, f"seed {seed}"
+    moved = got.params[1] - start.params[1]
+    expect = -np.sign(g) * optim.pose_lr * np.array([2.0] * 3 + [1.0] * 3)
+    assert np.allclose(moved, expect, rtol=1e-3, atol=1e-7), f"seed {seed}: {moved} {expect}"
+
+
+def test_run_records_pose_opt_and_resumes_it_exactly(tmp_path):
+    """cfg.json and the checkpoint carry it; a run resumed half-way (NumPy path: exact) ends
+    with the same corrections as the run that was not interrupted; held-out views never get one."""
+    from test_trainer import run, tiny_config
+
+    cfg = tiny_config(8)
+    cfg.checkpoint_every = 4
+    cfg.pose_opt = True
+    run(tmp_path / "a", cfg)
+    saved = json.loads((tmp_path / "a" / "cfg.json").read_text())
+    assert saved["pose_opt"] is True and saved["optim"]["pose_lr"] == 1e-3
+    with np.load(tmp_path / "a" / "checkpoints" / "ckpt_000008.npz") as z:
+        whole = {k: z[k] for k in z.files if k.startswith("pose.")}
+    assert whole["pose.params"].shape == (16, 6) and whole["pose.steps"].sum() == 8
+    assert whole["pose.steps"][0] == 0 and whole["pose.steps"][8] == 0   # held out
+    assert np.abs(whole["pose.params"][whole["pose.steps"] > 0]).min() > 0
+    run(tmp_path / "b", cfg)
+    (tmp_path / "b" / "checkpoints" / "ckpt_000008.npz").unlink()
+    run(tmp_path / "b", cfg, resume="latest")
+    with np.load(tmp_path / "b" / "checkpoints" / "ckpt_000008.npz") as z:
+        for k, v in whole.items():
+            assert np.array_equal(z[k], v), k
+
+
+def test_pose_opt_refusals_in_one_line(tmp_path):
+    from click.testing import CliRunner
+    from test_datasets import save_png
+
+    from wgsl_splat.app.cli import main
+
+    save_png(tmp_path / "one.png", np.zeros((16, 16, 3), np.uint8))
+    res = CliRunner().invoke(main, ["train", str(tmp_path / "one.png"), "--out",
+                                    str(tmp_path / "r"), "--device", "cpu", "--pose-opt",
+                                    "--iters", "2"])
+    assert res.exit_code != 0
+    line = [x for x in res.output.splitlines() if x.startswith("Error")]
+    assert len(line) == 1 and "--pose-opt needs two or more training views" in line[0], res.output
+    assert sorted(p.name for p in (tmp_path / "r").iterdir()) == [".lock"]   # the folder's lock only
+    for extra in (["--devices", "0"], ["--distributed"]):
+        res = CliRunner().invoke(main, ["train", "default", "--out", str(tmp_path / "r3"),
+                                        "--pose-opt", "--iters", "2", *extra])
+        line = [x for x in res.output.splitlines() if x.startswith("Error")]
+        assert res.exit_code != 0 and len(line) == 1, res.output
+        assert "does not combine with --devices or --distributed" in line[0]
+        assert not (tmp_path / "r3").exists()
+    res = CliRunner().invoke(main, ["train", "default", "--out", str(tmp_path / "r4"),
+                                    "--pose-opt", "--iters", "2", "--device", "gpu"])
+    line = [x for x in res.output.splitlines() if x.startswith("Error")]
+    assert res.exit_code != 0 and len(line) == 1 and "--device cpu" in line[0], res.output
+    assert not (tmp_path / "r4").exists()
