@@ -7,8 +7,8 @@ in camera axes, applied to the loaded world-to-camera matrix ``W = [R | t]`` as 
 
 Gradients: the projection's backward pass gives ``dL/dR'`` and ``dL/dt'`` (the 3×4 view-matrix
 gradient, ``reference/projection.py:view_matrix_grad``); then ``dL/dτ = dL/dt'``,
-``dL/dexp(ω) = dL/dR'·Rᵀ + dL/dt'·tᵀ`` and ``dL/dω_k = Σ dL/dexp(ω) ⊙ ∂exp(ω)/∂ω_k`` (Gallego &
-Yezzi's closed form of the Rodrigues derivative). Each view's δ is updated by Adam (PyTorch's,
+``dL/dexp(ω) = dL/dR'·Rᵀ + dL/dt'·tᵀ`` and ``dL/dω_k = Σ dL/dexp(ω) ⊙ ∂exp(ω)/∂ω_k`` through
+SO(3)'s left Jacobian (:func:`left_jacobian`: stable in float32 near ω = 0). Each view's δ is updated by Adam (PyTorch's,
 ε = 1e-8) right after its view's backward pass, with its own step count; the rotation's rate is
 ``pose_lr``, the translation's ``pose_lr × scene extent`` (world units, as the means' rate).
 
@@ -39,25 +39,38 @@ def hat(v: np.ndarray) -> np.ndarray:
 def so3_exp(w: np.ndarray) -> np.ndarray:
     """Rodrigues: the rotation matrix of axis-angle ``w`` (float64)."""
     w = np.asarray(w, np.float64)
-    theta = float(np.linalg.norm(w))
+    t2 = float(w @ w)
     k = hat(w)
-    if theta < 1e-8:   # second order: exact to rounding at these angles
-        return np.eye(3) + k + 0.5 * k @ k
-    return (np.eye(3) + np.sin(theta) / theta * k
-            + (1.0 - np.cos(theta)) / theta ** 2 * k @ k)
+    if t2 < 0.01:   # Taylor series to θ⁴ (pose.wgsl's float32 branch), within 1e-9 below θ = 0.1
+        s = 1.0 - t2 / 6.0 + t2 * t2 / 120.0
+        c = 0.5 - t2 / 24.0 + t2 * t2 / 720.0
+    else:
+        theta = np.sqrt(t2)
+        s, c = np.sin(theta) / theta, (1.0 - np.cos(theta)) / t2
+    return np.eye(3) + s * k + c * k @ k
+
+
+def left_jacobian(w: np.ndarray) -> np.ndarray:
+    """SO(3)'s left Jacobian ``J_l(w) = I + A·[w]× + B·[w]×²``, ``A = (1 − cos θ)/θ²``,
+    ``B = (θ − sin θ)/θ³`` (Taylor series below θ = 0.1, as ``pose.wgsl`` in float32), so that
+    ``∂exp(w)/∂w_k = [J_l(w)·e_k]× · exp(w)``."""
+    w = np.asarray(w, np.float64)
+    t2 = float(w @ w)
+    if t2 < 0.01:
+        a = 0.5 - t2 / 24.0 + t2 * t2 / 720.0
+        b = 1.0 / 6.0 - t2 / 120.0 + t2 * t2 / 5040.0
+    else:
+        theta = np.sqrt(t2)
+        a = (1.0 - np.cos(theta)) / t2
+        b = (theta - np.sin(theta)) / (t2 * theta)
+    k = hat(w)
+    return np.eye(3) + a * k + b * k @ k
 
 
 def so3_exp_jacobian(w: np.ndarray) -> np.ndarray:
-    """``∂exp(w)/∂w_k`` (3, 3, 3), k first: ``(w_k [w]× + [w × (I − R) e_k]×) / |w|² · R``
-    (Gallego & Yezzi 2015), ``[e_k]×`` at w = 0."""
-    w = np.asarray(w, np.float64)
-    t2 = float(w @ w)
-    eye = np.eye(3)
-    if t2 < 1e-16:
-        return np.stack([hat(eye[k]) for k in range(3)])
-    r = so3_exp(w)
-    return np.stack([(w[k] * hat(w) + hat(np.cross(w, (eye - r)[:, k]))) / t2 @ r
-                     for k in range(3)])
+    """``∂exp(w)/∂w_k`` (3, 3, 3), k first."""
+    jl, r = left_jacobian(w), so3_exp(w)
+    return np.stack([hat(jl[:, k]) @ r for k in range(3)])
 
 
 def refined_w2c(w2c: np.ndarray, delta: np.ndarray) -> np.ndarray:
@@ -81,8 +94,11 @@ def delta_grad(w2c: np.ndarray, delta: np.ndarray, view_grad: np.ndarray) -> np.
     w2c = np.asarray(w2c, np.float64)
     g = np.asarray(view_grad, np.float64)
     g_exp = g[:, :3] @ w2c[:3, :3].T + np.outer(g[:, 3], w2c[:3, 3])
-    jac = so3_exp_jacobian(np.asarray(delta, np.float64)[3:])
-    return np.concatenate([g[:, 3], np.einsum("kij,ij->k", jac, g_exp)])
+    w = np.asarray(delta, np.float64)[3:]
+    # Σ G ⊙ ([a]×·R) = a · v with M = R·Gᵀ, v = (M12 − M21, M20 − M02, M01 − M10); a = J_l·e_k
+    m = so3_exp(w) @ g_exp.T
+    v = np.array([m[1, 2] - m[2, 1], m[2, 0] - m[0, 2], m[0, 1] - m[1, 0]])
+    return np.concatenate([g[:, 3], left_jacobian(w).T @ v])
 
 
 def rotation_angle_deg(r: np.ndarray) -> float:
