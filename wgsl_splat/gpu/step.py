@@ -39,6 +39,7 @@ from ..training.statistics import reduction_layout, resolve
 from ..training.step import StepSpec, TrainStep
 from .adam import GpuAdam, ParamLayout
 from .appearance import GpuAppearance
+from .pose import GpuPose
 from .backward import GRAD2D_FLOATS, GpuBackward
 from .filter3d import Filter3D
 from .loss import RESULT_BYTES, GpuLoss
@@ -95,7 +96,7 @@ class GpuTrainStep(TrainStep):
         self.backward = GpuBackward(ctx, self.pool, self.lib, self.renderer,
                                     float_atomics=float_atomics, subgroups=subgroups,
                                     statistics=self.statistics, loss=self.loss_config,
-                                    history=history)
+                                    history=history, pose=self.pose is not None)
         self.adam = GpuAdam(ctx, self.pool, self.lib, config, params="params", grads="grads",
                             zero_grads=False)   # project_backward writes every gradient
         self.app = None
@@ -103,6 +104,11 @@ class GpuTrainStep(TrainStep):
             self.app = GpuAppearance(ctx, self.pool, self.lib, len(self.appearance.params),
                                      config.appearance_lr)
             self.app.upload(self.appearance)
+        self.pose_opt = None
+        if self.pose is not None:   # --pose-opt: the corrections live on the device
+            self.pose_opt = GpuPose(ctx, self.pool, self.lib, len(self.pose.params),
+                                    config.pose_lr, config.extent)
+            self.pose_opt.upload(self.pose)
         self.history = int(history)
         self.pool.get("step_counts", COUNTERS_BYTES * self.history)
         self.target_cache_bytes = int(target_cache_bytes)
@@ -181,6 +187,16 @@ class GpuTrainStep(TrainStep):
     def load_appearance(self, state) -> None:
         super().load_appearance(state)
         self.app.upload(state)
+
+    # -- pose corrections ---------------------------------------------------------------------------
+    def pose_state(self):
+        if self.pose_opt is not None:
+            self.pose = self.pose_opt.download()
+        return self.pose
+
+    def load_pose(self, state) -> None:
+        super().load_pose(state)
+        self.pose_opt.upload(state)
 
     # -- targets ------------------------------------------------------------------------------------
     def holds_target(self, view_id) -> bool:
@@ -269,10 +285,15 @@ class GpuTrainStep(TrainStep):
         app_view = view.view_id if self.app is not None else None
         if app_view is not None:
             self.app.prepare(app_view, view.camera.width, view.camera.height)
+        pose_view = view.view_id if self.pose_opt is not None else None
+        if pose_view is not None:
+            self.pose_opt.prepare(pose_view, view.camera, self.backward.pose_partials())
         stages = self.stages(target_name, slot, accumulate=accumulate, update=update,
-                             appearance=app_view is not None)
+                             appearance=app_view is not None, pose=pose_view is not None)
         with self.ctx.guard("encoding and submitting the training step"):
             enc = self.ctx.device.create_command_encoder(label="train step")
+            if pose_view is not None:   # the corrected pose over the render uniform's
+                self.pose_opt.encode_apply(enc)
             if self.profiler is None:
                 cpass = enc.begin_compute_pass(label="train step")
                 for _name, encode in stages:
@@ -298,12 +319,15 @@ class GpuTrainStep(TrainStep):
             self.steps += 1
 
     def stages(self, target_name: str, slot: int, *, accumulate: bool = False,
-               update: tuple | None = (1, None), appearance: bool = False) -> list:
+               update: tuple | None = (1, None), appearance: bool = False,
+               pose: bool = False) -> list:
         """``(name, encode(cpass))`` of one view, in order (all in one pass unless profiling).
         ``accumulate``: add the gradients to the batch's sum so far. ``update = (batch_size,
         noise)``: append the step's update (None: none); ``noise = (scale, key)`` is MCMC's
         position noise before the update (gsplat's order). ``appearance``: the view's colour
-        transform between the render and the loss (:meth:`GpuAppearance.prepare` done)."""
+        transform between the render and the loss (:meth:`GpuAppearance.prepare` done). ``pose``:
+        the update of the view's pose correction after the backward pass (:meth:`GpuPose.prepare`
+        and :meth:`GpuPose.encode_apply` done)."""
         image, grad = ("image_app", "grad_app") if appearance else ("image", "grad_image")
 
         def loss(cpass):
@@ -319,6 +343,8 @@ class GpuTrainStep(TrainStep):
             stages.append(("raster backward", lambda cpass: self.backward.encode_raster(cpass)))
         stages.append(("project backward", lambda cpass: self.backward.encode_project(
             cpass, stats=bool(self._state.stat_names), accumulate=accumulate)))
+        if pose:
+            stages.append(("pose update", self.pose_opt.encode_update))
         if self.backward.terms:
             stages.append(("loss terms", lambda cpass: self.backward.encode_terms(
                 cpass, self.loss.n_result, slot)))
