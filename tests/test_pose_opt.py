@@ -223,3 +223,29 @@ def test_gpu_step_with_pose_opt_matches_reference(gpu_ctx, config):
                          cpu_pose.params[v] - start.params[v])[0] < 1e-3, f"seed {seed} view {v}"
     for name, m in cpu.adam.m.arrays().items():
         assert rel_error(gpu.adam.m.arrays()[name], m)[0] < 1e-3, f"seed {seed} {name}"
+
+
+def test_gpu_pose_opt_reads_nothing_back_inside_steps(gpu_ctx):
+    """Steady-state steps over three views create no buffer or bind group and read nothing back
+    (the corrected pose is composed and copied on the device); the corrections all move."""
+    from wgsl_splat.gpu.step import GpuTrainStep
+    from wgsl_splat.tools.gradcheck import make_problem
+    from wgsl_splat.training.optim import OptimConfig
+    from wgsl_splat.training.state import HostArrays
+    from wgsl_splat.training.step import StepSpec
+
+    model, cam, target = make_problem(int(np.random.SeedSequence().entropy % (1 << 32)), 120, 48, 32)
+    step = GpuTrainStep(gpu_ctx, HostArrays.fresh(model), spec=StepSpec(OptimConfig(), pose_views=3),
+                        history=64)
+    for v in range(3):   # warm-up: capacity check, target uploads, pipelines
+        step.step(cam, target, view_id=v)
+    step.take_losses()
+    before = dict(step.counters)
+    for k in range(12):
+        step.step(cam, target, view_id=k % 3)
+    after = dict(step.counters)
+    for key in ("readbacks", "buffers_created", "bind_groups_created", "bytes_allocated"):
+        assert after[key] == before[key], f"{key} changed inside 12 steps: {before[key]} -> {after[key]}"
+    got = step.pose_state()
+    assert list(got.steps) == [5, 5, 5] and np.all(np.abs(got.params).max(axis=1) > 0)
+    assert np.all(np.isfinite(step.take_losses()))
