@@ -39,11 +39,11 @@ from ..training.statistics import reduction_layout, resolve
 from ..training.step import StepSpec, TrainStep
 from .adam import GpuAdam, ParamLayout
 from .appearance import GpuAppearance
-from .pose import GpuPose
 from .backward import GRAD2D_FLOATS, GpuBackward
 from .filter3d import Filter3D
 from .loss import RESULT_BYTES, GpuLoss
 from .pool import BufferPool
+from .pose import GpuPose
 from .renderer import COUNTERS_BYTES, GpuRenderer, max_gaussians
 from .runtime import GpuContext
 from .shaders import ShaderLibrary

@@ -250,9 +250,7 @@ def _generated_variants(ctx, model, cam, target, config, strategies, terms, Loss
 
     from ..gpu.step import GpuTrainStep
     from ..training.optim import OptimConfig
-    from ..training.step import View
-
-    from ..training.step import StepSpec
+    from ..training.step import StepSpec, View
 
     stat_sets = {tuple(s.name for s in cls.statistics) for cls in strategies.values()}
     for stats in sorted(stat_sets):
