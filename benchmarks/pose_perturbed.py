@@ -52,19 +52,26 @@ def build(src: Path, dst: Path, deg: float, shift: float, seed: int = 0) -> None
     (dst / "transforms_train.json").write_text(json.dumps(meta))
 
 
-def pose_errors(truth, cameras, indices, deltas=None) -> tuple[float, float]:
+def pose_errors(truth, cameras, indices, deltas=None, align=False) -> tuple[float, float]:
     """Mean rotation error (degrees) and camera-centre error (world units) of ``cameras[i]``
-    (corrected by ``deltas[i]``) against ``truth[i]`` over ``indices``."""
+    (corrected by ``deltas[i]``) against ``truth[i]`` over ``indices``. ``align``: after the
+    rigid motion that best maps the corrected centres onto the true ones (Kabsch), which the
+    training photos cannot tell apart from a motion of the model."""
     from wgsl_splat.training.pose import refined_w2c, rotation_angle_deg
 
-    rot, pos = [], []
-    for i in indices:
-        w = cameras[i].world_to_camera
-        if deltas is not None:
-            w = refined_w2c(w, deltas[i])
-        t = truth[i].world_to_camera
-        rot.append(rotation_angle_deg(w[:3, :3] @ t[:3, :3].T))
-        pos.append(np.linalg.norm(-w[:3, :3].T @ w[:3, 3] - truth[i].center))
+    ws = [cameras[i].world_to_camera if deltas is None else
+          refined_w2c(cameras[i].world_to_camera, deltas[i]) for i in indices]
+    centres = np.array([-w[:3, :3].T @ w[:3, 3] for w in ws])
+    true_c = np.array([truth[i].center for i in indices])
+    q, s = np.eye(3), np.zeros(3)
+    if align:
+        a, b = centres - centres.mean(0), true_c - true_c.mean(0)
+        u, _, vt = np.linalg.svd(a.T @ b)
+        d = np.sign(np.linalg.det(vt.T @ u.T))
+        q = vt.T @ np.diag([1.0, 1.0, d]) @ u.T
+        s = true_c.mean(0) - q @ centres.mean(0)
+    rot = [rotation_angle_deg(w[:3, :3] @ q.T @ truth[i].rotation.T) for w, i in zip(ws, indices)]
+    pos = np.linalg.norm(centres @ q.T + s - true_c, axis=1)
     return float(np.mean(rot)), float(np.mean(pos))
 
 
@@ -79,14 +86,17 @@ def main() -> None:
     ap.add_argument("--device", default="auto")
     ap.add_argument("--preset", default="smoke")
     ap.add_argument("--extra", default="", help="more train flags for every run (e.g. --pose-lr)")
+    ap.add_argument("--only-pose-opt", action="store_true",
+                    help="train the --pose-opt run only (the others from an earlier call)")
     args = ap.parse_args()
     from wgsl_splat.app.common import load_training_data
 
     scene = args.work / "scene"
-    shutil.rmtree(scene, ignore_errors=True)
-    build(args.data, scene, args.deg, args.shift)
+    if not args.only_pose_opt:
+        shutil.rmtree(scene, ignore_errors=True)
+        build(args.data, scene, args.deg, args.shift)
     runs = (("unperturbed", args.data, []), ("perturbed", scene, []),
-            ("perturbed --pose-opt", scene, ["--pose-opt"]))
+            ("perturbed --pose-opt", scene, ["--pose-opt"]))[2 if args.only_pose_opt else 0:]
     for label, data, extra in runs:
         out = args.work / label.replace(" --", "_").replace("-", "_")
         subprocess.run([sys.executable, "-m", "wgsl_splat", "train", str(data), "--out", str(out),
@@ -104,10 +114,12 @@ def main() -> None:
     with np.load(ckpts[-1]) as z:
         deltas = z["pose.params"].astype(np.float64)
     idx = truth.train_indices
-    before = pose_errors(truth.cameras, bent.cameras, idx)
-    after = pose_errors(truth.cameras, bent.cameras, idx, deltas)
-    print(f"training poses: rotation error {before[0]:.3f}° -> {after[0]:.3f}°, centre error "
-          f"{before[1]:.4f} -> {after[1]:.4f} (mean over {len(idx)} views)")
+    for align in (False, True):
+        before = pose_errors(truth.cameras, bent.cameras, idx, align=align)
+        after = pose_errors(truth.cameras, bent.cameras, idx, deltas, align)
+        print(f"training poses{' (rigidly aligned)' if align else ''}: rotation error "
+              f"{before[0]:.3f}° -> {after[0]:.3f}°, centre error {before[1]:.4f} -> "
+              f"{after[1]:.4f} (mean over {len(idx)} views)")
 
 
 if __name__ == "__main__":
