@@ -20,6 +20,15 @@ def random_delta(rng, rot=0.05, trans=0.05):
     return np.concatenate([rng.normal(0, trans, 3), rng.normal(0, rot, 3)])
 
 
+def loaded_camera(cam, delta):
+    """The camera that ``delta`` corrects into ``cam`` (Δ⁻¹·W): the problems are made away from
+    the forward pass's discrete decisions for ``cam``, so the corrected pose must be ``cam``."""
+    from wgsl_splat.camera import Camera
+
+    w = np.linalg.inv(pose.refined_w2c(np.eye(4), delta)) @ cam.world_to_camera
+    return Camera(w, cam.fx, cam.fy, cam.cx, cam.cy, cam.width, cam.height)
+
+
 def test_so3_exp_jacobian_finite_differences():
     rng, seed = fresh_rng()
     for w in (np.zeros(3), rng.normal(0, 0.03, 3), rng.normal(0, 1.0, 3)):
@@ -77,6 +86,7 @@ def test_pose_gradient_through_the_loss_finite_differences():
     target = target.astype(np.float64)
     rng = np.random.default_rng(seed)
     delta = random_delta(rng, 0.002, 0.002)
+    cam = loaded_camera(cam, delta)
 
     def loss(d):
         return loss_and_grad(render(model, pose.refined_camera(cam, d)).image, target)[0]
@@ -199,9 +209,9 @@ def _pose_steps(gpu_ctx, seed, config=CLASSIC):
             step.pool.write("pose_camera", np.full(16, np.nan, np.float32))
             step.pool.write("pose_partials", np.full(step.pool["pose_partials"].size // 4, np.nan,
                                                      np.float32))
-        step.step(cam, target, view_id=1)
+        step.step(loaded_camera(cam, start.params[1]), target, view_id=1)
         after_1 = step.state.download()
-        step.step(cam, target, view_id=2)
+        step.step(loaded_camera(cam, start.params[2]), target, view_id=2)
         out.append((after_1, step.pose_state()))
     return start, out
 
