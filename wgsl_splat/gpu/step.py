@@ -8,7 +8,9 @@ Per step (docs/design.md §3), all recorded into a single compute pass on buffer
     Adam in place (adam.py)
 
 The host writes three small uniforms per step (camera, Adam step sizes; the loss's only when the
-image size changes; with ``--appearance`` a fourth, the view's Adam scalars, ``appearance.py``) and nothing else: the target image is uploaded once per view and kept on the
+image size changes; with ``--appearance`` a fourth, the view's Adam scalars, ``appearance.py``;
+with ``--pose-opt`` one more, the view's loaded pose and Adam scalars, ``pose.py``, whose corrected
+pose is composed in a one-dispatch pass before the step's) and nothing else: the target image is uploaded once per view and kept on the
 device (``view_id``), and nothing is read back inside a step. The loss and the intersection
 counters of each step land in device ring buffers of ``history`` slots; the host reads a whole ring
 at once (one blocking read per ``history`` steps at most, or when :meth:`take_losses` is called).
