@@ -259,3 +259,30 @@ def test_gpu_pose_opt_reads_nothing_back_inside_steps(gpu_ctx):
     got = step.pose_state()
     assert list(got.steps) == [5, 5, 5] and np.all(np.abs(got.params).max(axis=1) > 0)
     assert np.all(np.isfinite(step.take_losses()))
+
+
+def test_gpu_run_saves_and_resumes_pose_opt(tmp_path, gpu_ctx):
+    """The GPU path's trainer writes the corrections into the checkpoint and a run resumed
+    half-way from it ends where the uninterrupted one does (to float-atomic noise)."""
+    from test_trainer import run, tiny_config
+
+    from wgsl_splat.gpu.step import GpuTrainStep
+
+    def factory(arrays, spec):
+        return GpuTrainStep(gpu_ctx, arrays, spec=spec)
+
+    cfg = tiny_config(8)
+    cfg.checkpoint_every = 4
+    cfg.pose_opt = True
+    run(tmp_path / "a", cfg, factory=factory)
+    with np.load(tmp_path / "a" / "checkpoints" / "ckpt_000008.npz") as z:
+        whole = {k: z[k] for k in z.files if k.startswith("pose.")}
+    assert whole["pose.steps"].sum() == 8 and whole["pose.steps"][0] == 0
+    trained = whole["pose.steps"] > 0
+    assert np.all(np.abs(whole["pose.params"][trained]).max(axis=1) > 0)
+    assert np.all(whole["pose.params"][~trained] == 0)
+    run(tmp_path / "b", cfg, resume=str(tmp_path / "a" / "checkpoints" / "ckpt_000004.npz"),
+        factory=factory)
+    with np.load(tmp_path / "b" / "checkpoints" / "ckpt_000008.npz") as z:
+        assert np.array_equal(z["pose.steps"], whole["pose.steps"])
+        np.testing.assert_allclose(z["pose.params"], whole["pose.params"], rtol=1e-3, atol=1e-6)
