@@ -115,9 +115,9 @@ def test_struct_dtype_follows_the_wgsl_uniform_layout():
 def test_bind_groups_are_made_by_wgsl_variable_name(gpu_ctx):
     r = GpuRenderer(gpu_ctx)
     r.upload_model(GaussianModel.random(8, np.random.default_rng(0), sh_degree=0, dtype=np.float32))
-    names = {"rp": "render_params", "params": "params", "splats": "splats", "radii": "radii",
+    names = {"rp": "render_params", "params": "params", "splats": "splats",
              "rects": "rects", "depth_keys": r.depth_sort.keys, "ids": r.depth_sort.vals,
-             "counters": "counters", "filter3d": "filter3d"}
+             "counters": "counters", "filter3d": r.filter_name}
     assert r.pool.bind_group(r._project, 0, names) is not None
     with pytest.raises(KeyError, match="unbound filter3d"):
         r.pool.bind_group(r._project, 0, {k: v for k, v in names.items() if k != "filter3d"})

@@ -90,8 +90,13 @@ def test_bench_command_reports_both_paths_and_writes_json(tmp_path):
     assert (r["n"], r["width"], r["height"]) == (300, 64, 48)
     gpu, cpu = r["gpu"], r["cpu"]
     assert gpu["step"]["runs"] == 2 and gpu["step"]["median_ms"] > 0 and gpu["host"]["median_ms"] > 0
-    assert set(gpu["stages"]) >= {"project", "rasterize", "loss", "raster backward", "adam"}
+    assert set(gpu["stages"]) >= {"project", "rasterize", "loss", "raster backward",
+                                   "project backward + adam"}      # Adam fused (gpu/adam.py)
     assert gpu["peak_bytes"] > 0 and gpu["bytes_per_gaussian"] == gpu["peak_bytes"] / 300
+    # memory per buffer at the peak: the buffers add up to the peak, and the text lists them
+    assert sum(size for _, size in gpu["memory"]) == gpu["peak_bytes"]
+    assert {"params", "adam_m", "adam_v"} <= {name for name, _ in gpu["memory"]}
+    assert "memory at the peak" in res.output and "bytes per Gaussian" in res.output
     assert set(cpu["stages"]) == {"forward", "loss", "backward", "adam"}
     assert report["machine"]["adapter"] and report["machine"]["backend"]
     assert "faster than the NumPy step" in res.output and "Amdahl" in res.output

@@ -313,6 +313,27 @@ def test_readback_false_then_check_capacity(gpu_ctx):
     assert np.abs(st["image"] - ref.image).max() <= TOL, f"seed {seed}"
 
 
+def test_an_image_beyond_one_staging_chunk_reads_back_whole(gpu_ctx, monkeypatch):
+    """1280x800 (12 MB) is more than one 4 MiB staging copy: read after the counters in chunks,
+    the same image as the one-copy read-back (a capacity redo on the way)."""
+    import wgsl_splat.gpu.pool as pool_module
+    import wgsl_splat.gpu.renderer as renderer_module
+
+    seed = fresh_seed()
+    rng = np.random.default_rng(seed)
+    model, cam = random_scene(rng, 300, 1280, 800, dtype=np.float32)
+    assert 12 * cam.width * cam.height > pool_module.STAGING_CHUNK
+    r = GpuRenderer(gpu_ctx, initial_capacity=1024)
+    r.upload_model(model)
+    img = r.render(cam, (0.1, 0.2, 0.3))
+    assert img.shape == (800, 1280, 3) and r.redos >= 1, f"seed {seed}"
+    np.testing.assert_array_equal(img, r.read_raster_state()["image"])
+    assert np.any(img != np.float32(0.1))
+    for module in (pool_module, renderer_module):      # one copy with the counters, as below 4 MiB
+        monkeypatch.setattr(module, "STAGING_CHUNK", 64 << 20)
+    np.testing.assert_array_equal(r.render(cam, (0.1, 0.2, 0.3)), img)
+
+
 def test_two_renderers_share_nothing_and_agree(gpu_ctx):
     seed = fresh_seed()
     rng = np.random.default_rng(seed)

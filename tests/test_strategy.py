@@ -265,7 +265,7 @@ def test_strategy_bad_input(tmp_path):
     assert res.exit_code == 1 and "--cap-max 10 is below the 3000 Gaussians" in res.output
     assert "Traceback" not in res.output
     res = runner.invoke(main, base + ["--strategy", "nosuch", "--out", str(tmp_path / "b")])
-    assert res.exit_code == 2 and "'nosuch' is not one of 'adc', 'mcmc'" in res.output
+    assert res.exit_code == 2 and "'nosuch' is not one of 'adc', 'fast', 'mcmc'" in res.output
     res = runner.invoke(main, base + ["--out", str(tmp_path / "c")])
     assert res.exit_code == 0, res.output
     ckpt = tmp_path / "c" / "checkpoints" / "ckpt_000004.npz"

@@ -12,7 +12,9 @@ from .common import ADAPTER_OPTION
 @click.command()
 @click.option("--preset", "presets", default="seeds", show_default=True,
               help="Comma-separated configurations: small (2k, 135x240), medium (10k, 490x273), large "
-                   "(20k, 270x480), huge (200k, 1920x1080, GPU only); 'seeds' = small,medium,large; 'all'.")
+                   "(20k, 270x480), huge (200k, 1920x1080, GPU only), mem (500k, 1280x800), 1m "
+                   "(1M, 1920x1080), 3m (3M, 1920x1080); 'seeds' = small,medium,large; 'all' = "
+                   "seeds and huge.")
 @click.option("-n", "--gaussians", type=click.IntRange(min=1), default=None,
               help="A custom configuration instead of the presets (with --width and --height).")
 @click.option("--width", type=click.IntRange(min=8), default=None)
@@ -44,6 +46,7 @@ def run(presets, n, width, height, device, steps, warmup, json_path, no_stages, 
 
     from ..atomic_io import write_json
     from ..tools.bench import (
+        ALL_SCENES,
         BENCH_SCENES,
         SEED_SCENES,
         Config,
@@ -56,7 +59,7 @@ def run(presets, n, width, height, device, steps, warmup, json_path, no_stages, 
             raise UserError("a custom configuration needs all of -n, --width and --height")
         configs = [Config("custom", n, width, height)]
     else:
-        names = {"seeds": list(SEED_SCENES), "all": list(BENCH_SCENES)}.get(presets)
+        names = {"seeds": list(SEED_SCENES), "all": list(ALL_SCENES)}.get(presets)
         names = names or [p.strip() for p in presets.split(",") if p.strip()]
         unknown = [p for p in names if p not in BENCH_SCENES]
         if unknown:

@@ -141,11 +141,13 @@ def opengl_note(ctx) -> str:
             f"would be faster; see `wgsl_splat devices`")
 
 
-def upload_to_gpu(renderer, model, way_out: str) -> None:
-    """``renderer.upload_model(model)``, a model too large for the adapter a one-line error."""
-    from ..gpu.renderer import ModelTooLargeError
+def upload_to_gpu(renderer, model, way_out: str, pixels: int = 0) -> None:
+    """``renderer.upload_model(model)``; a model beyond the adapter's bindings or memory (with an
+    image of ``pixels``) is a one-line error with the size it needs, before anything is made."""
+    from ..gpu.renderer import ModelTooLargeError, check_model_fits
 
     try:
+        check_model_fits(renderer.ctx, len(model), model.sh.shape[1], pixels=pixels)
         renderer.upload_model(model)
     except ModelTooLargeError as exc:
         raise UserError(f"{exc}: {way_out}") from None
@@ -219,7 +221,7 @@ def make_renderer(device: str, adapter_filter: str | None = None, echo=None,
     def gpu(model, camera, background):
         if uploaded["model"] is not model:
             upload_to_gpu(renderer, model, "render it with --device cpu (or, for render, a lower "
-                                           "--sh-degree)")
+                                           "--sh-degree)", camera.width * camera.height)
             uploaded["model"] = model
         return renderer.render(camera, background)
 

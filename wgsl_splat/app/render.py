@@ -72,6 +72,10 @@ def render_model(model_path, data, camera_json, out_dir, background, limit, devi
         model = GaussianModel.from_points(dataset.points, dataset.point_colors, sh_degree=0)
     if sh_degree is not None and sh_degree < model.sh_degree:
         model = model.with_sh_degree(sh_degree)
+    elif sh_degree is not None and sh_degree > model.sh_degree:
+        click.echo(f"note: --sh-degree {sh_degree} is above what "
+                   f"{model_path or 'the point cloud'} holds (SH degree {model.sh_degree}): "
+                   f"rendering at degree {model.sh_degree}")
     views = [(cam, i) for i, cam in enumerate(dataset.cameras)]   # (camera, ground-truth index)
     if camera_json:
         views = [(cam, None) for cam in load_cameras_json(camera_json)]

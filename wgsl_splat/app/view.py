@@ -111,7 +111,7 @@ def open_viewer(model_path, data, resolution, size, background, screenshot, fram
                         f"{pixels / 1e6:.1f} megapixels")
     renderer = GpuRenderer(ctx, config=config)
     upload_to_gpu(renderer, model, "the viewer renders on the GPU; render views with "
-                                   "'render --device cpu' instead")
+                                   "'render --device cpu' instead", w * h)
     if cameras:
         center = np.median(model.means, axis=0) if len(model) else np.zeros(3)
         orbit = OrbitCamera.from_camera(cameras[0], float(np.linalg.norm(center - cameras[0].center)) or 1.0)

@@ -14,6 +14,11 @@ Per step the host writes one small uniform (step sizes ``lr/(1-β1^t)`` per grou
 dispatch into the caller's open compute pass. With ``zero_grads=True`` (the default) the kernel
 clears each gradient after reading it, so the next step's backward pass can accumulate into a zero
 buffer without a separate clear. Only one Adam step per submit (the uniform holds one step).
+
+The training step's state is paged (:mod:`.pages`): :meth:`GpuAdam.configure_pages` runs the
+kernel once per page, each page its own flat layout. A single-view step does not run this kernel
+at all: the projection backward pass applies the same update as it computes each gradient
+(``shaders/adam_sink.wgsl``, uniform from :meth:`GpuAdam.encode_fused`).
 """
 
 from __future__ import annotations
@@ -24,6 +29,7 @@ import numpy as np
 
 from ..model import GaussianModel, param_offsets
 from ..training.optim import LR_GROUPS, AdamState, OptimConfig
+from .pages import Page, page_name
 from .pool import UNIFORM_USAGE, BufferPool, buffer_usage
 from .runtime import GpuContext
 from .shaders import ShaderLibrary, file_constants
@@ -145,6 +151,9 @@ class GpuAdam:
         self._pipeline = self.module.pipeline("adam_step", {"ZERO_GRAD": int(self.zero_grads)})
         self.n_uniform = f"{m}_params"
         self.n_blocks = f"{m}_blocks"
+        self.n_fused = f"{m}_fused"
+        self._fused = None
+        self._parts: list = []
         self._uniform = np.zeros((), self.module.struct_dtype("AdamParams"))
         if self._uniform["seg"].shape[0] != MAX_SEGMENTS:
             raise AssertionError("MAX_SEGMENTS differs from AdamParams.seg in adam.wgsl")
@@ -154,25 +163,43 @@ class GpuAdam:
         self.last_lrs: dict[str, float] | None = None
 
     # -- state --------------------------------------------------------------------------------------
-    def configure(self, layout: ParamLayout) -> None:
-        """Adopt ``layout``; makes sure the four buffers hold ``layout.total`` floats. Moments that
-        did not exist yet (or had to grow) start at zero; their remapping after densification is
-        the caller's (see :meth:`upload_state`)."""
-        self.layout = layout
-        nbytes = 4 * max(layout.total, 1)
-        for role in ("params", "grads", "m", "v"):
-            self.pool.get(self.names[role], nbytes)
-        u = self._uniform
-        total = layout.total
-        groups = max(1, -(-total // (WG * PER_THREAD)))
-        gx = min(groups, MAX_GROUPS_X)
-        self._grid = (gx, -(-groups // gx))
-        u["sizes"] = (total, len(layout.segments), gx, 0)
-        for i, s in enumerate(layout.segments):
-            u["seg"][i] = (s.start, s.start + s.count, s.period, s.split)
-            u["lr"][i, 2] = 1.0 / s.period
-        self.pool.get(self.n_blocks, 8 * gx * self._grid[1])
-        self.pool.write(self.n_blocks, block_table(layout, gx * self._grid[1]))
+    def configure(self, layout: ParamLayout, *, allocate: bool = True) -> None:
+        """Adopt ``layout`` (one buffer each); makes sure the four buffers hold ``layout.total``
+        floats (``allocate``). Moments that did not exist yet (or had to grow) start at zero;
+        their remapping after densification is the caller's (see :meth:`upload_state`)."""
+        self._configure([(0, layout)], allocate=allocate)
+
+    def configure_pages(self, pages: list[Page], k: int, *, roles=("params", "grads", "m", "v"),
+                        allocate: bool = True) -> None:
+        """One flat layout per page of the state (page p of a buffer is ``page_name(name, p)``);
+        ``roles``: the buffers to size (the caller sizes the others)."""
+        parts = [(page.index, ParamLayout.flat(page.count, k)) for page in pages]
+        self._configure(parts or [(0, ParamLayout.flat(0, k))], roles=roles, allocate=allocate)
+
+    def _configure(self, parts, roles=("params", "grads", "m", "v"), allocate=True) -> None:
+        self.layout = parts[0][1] if len(parts) == 1 else ParamLayout(())
+        self._parts = []
+        for p, layout in parts:
+            if allocate:
+                nbytes = 4 * max(layout.total, 1)
+                for role in roles:
+                    self.pool.get(page_name(self.names[role], p), nbytes)
+            u = self._uniform.copy()
+            total = layout.total
+            groups = max(1, -(-total // (WG * PER_THREAD)))
+            gx = min(groups, MAX_GROUPS_X)
+            grid = (gx, -(-groups // gx))
+            u["sizes"] = (total, len(layout.segments), gx, 0)
+            u["seg"][:] = 0
+            for i, seg in enumerate(layout.segments):
+                u["seg"][i] = (seg.start, seg.start + seg.count, seg.period, seg.split)
+                u["lr"][i, 2] = 1.0 / seg.period
+            uniform, blocks = page_name(self.n_uniform, p), page_name(self.n_blocks, p)
+            self.pool.get(uniform, self._uniform.nbytes, buffer_usage(*UNIFORM_USAGE))
+            self.pool.get(blocks, 8 * gx * grid[1])
+            self.pool.write(blocks, block_table(layout, gx * grid[1]))
+            self._parts.append((p, layout, u, grid))
+        self._grid = self._parts[0][3]
 
     def reset(self, encoder=None) -> None:
         """Zero both moments and the step count (clear_buffer; submitted at once without encoder)."""
@@ -206,15 +233,16 @@ class GpuAdam:
         lrs = cfg.lrs(t) if lrs is None else lrs
         bc1, bc2 = cfg.bias_corrections(t)
         inv_bc1 = 1.0 / bc1
-        u = self._uniform
-        u["hyper"] = (1.0 - cfg.beta1, cfg.beta2, 1.0 - cfg.beta2, cfg.eps)
-        u["hyper2"][0] = np.sqrt(bc2)
-        u["hyper2"][1] = grad_scale
-        for i, s in enumerate(self.layout.segments):
-            rest = s.rest_group or s.group
-            # float64 product rounded to f32, as the reference's float32 update does.
-            u["lr"][i, :2] = (lrs[s.group] * inv_bc1, lrs[rest] * inv_bc1)
-        self.pool.write(self.n_uniform, u)
+        for p, layout, u, _grid in self._parts:
+            u["hyper"] = (1.0 - cfg.beta1, cfg.beta2, 1.0 - cfg.beta2, cfg.eps)
+            u["hyper2"][0] = np.sqrt(bc2)
+            u["hyper2"][1] = grad_scale
+            for i, s in enumerate(layout.segments):
+                rest = s.rest_group or s.group
+                # float64 product rounded to f32, as the reference's float32 update does.
+                u["lr"][i, :2] = (lrs[s.group] * inv_bc1, lrs[rest] * inv_bc1)
+            self.pool.write(page_name(self.n_uniform, p), u)
+        self._uniform = self._parts[0][2]
         return lrs
 
     def encode(self, cpass, lrs: dict[str, float] | None = None,
@@ -227,16 +255,41 @@ class GpuAdam:
             raise RuntimeError("GpuAdam.configure() is needed before encode()")
         self.step += 1
         self.last_lrs = self.write_uniform(self.step, lrs, grad_scale)
-        if self.layout.total == 0:
-            return self.last_lrs
         n = self.names
-        bg = self.pool.bind_group(self.module, 0, {"ap": self.n_uniform, "params": n["params"],
-                                                   "grads": n["grads"], "m1": n["m"], "m2": n["v"],
-                                                   "blocks": self.n_blocks})
         cpass.set_pipeline(self._pipeline)
-        cpass.set_bind_group(0, bg)
-        cpass.dispatch_workgroups(*self._grid)
+        for p, layout, _u, grid in self._parts:
+            if layout.total == 0:
+                continue
+            bg = self.pool.bind_group(self.module, 0, {
+                "ap": page_name(self.n_uniform, p), "params": page_name(n["params"], p),
+                "grads": page_name(n["grads"], p), "m1": page_name(n["m"], p),
+                "m2": page_name(n["v"], p), "blocks": page_name(self.n_blocks, p)})
+            cpass.set_bind_group(0, bg)
+            cpass.dispatch_workgroups(*grid)
         return self.last_lrs
+
+    def encode_fused(self, lrs: dict[str, float] | None = None, grad_scale: float = 1.0) -> str:
+        """Advance the step count and write the uniform of the Adam update that the projection
+        backward pass applies (``shaders/adam_sink.wgsl``); returns its pool name."""
+        cfg = self.config
+        self.step += 1
+        lrs = cfg.lrs(self.step) if lrs is None else lrs
+        bc1, bc2 = cfg.bias_corrections(self.step)
+        inv_bc1 = 1.0 / bc1
+        u = self._fused
+        u["hyper"] = (1.0 - cfg.beta1, cfg.beta2, 1.0 - cfg.beta2, cfg.eps)
+        u["hyper2"][:2] = (np.sqrt(bc2), grad_scale)
+        u["lr0"] = [lrs[g] * inv_bc1 for g in ("means", "log_scales", "quats", "opacity_logits")]
+        u["lr1"][:2] = (lrs["sh_dc"] * inv_bc1, lrs["sh_rest"] * inv_bc1)
+        self.pool.write(self.n_fused, u)
+        self.last_lrs = lrs
+        return self.n_fused
+
+    def fused_dtype(self, dtype) -> None:
+        """The FusedAdam struct of adam_sink.wgsl (given by the module that includes it)."""
+        if self._fused is None or self._fused.dtype != dtype:
+            self._fused = np.zeros((), dtype)
+            self.pool.get(self.n_fused, dtype.itemsize, buffer_usage(*UNIFORM_USAGE))
 
     def run(self, lrs: dict[str, float] | None = None) -> dict[str, float]:
         """One step in its own submit (tests, tools)."""

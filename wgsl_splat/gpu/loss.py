@@ -24,8 +24,9 @@ Typical use inside a training step::
 Pool buffers owned here: ``loss_params`` (uniform, one 256-byte slot per result slot, selected with
 a dynamic offset, rewritten only when the image size or λ change), the intermediates
 (tiled: ``loss_dmaps``, ``9*H*W`` floats: ∂s/∂μ1, ∂s/∂e11, ∂s/∂e12 per channel, planar; lines:
-``loss_vstats``/``loss_vxy``, the vertical window sums of the statistics, and ``loss_hback``, the
-horizontal sums of the d-maps, per pixel and channel), ``loss_partials`` (tiled: one ``vec2`` per
+``loss_vstats``, the vertical window sums of the statistics, then in its place the horizontal sums
+of the d-maps, per pixel and channel; the window sums of xy live in the gradient buffer until the
+gradient is written), ``loss_partials`` (tiled: one ``vec2`` per
 16x16 tile; lines: one float per column and row of each channel), ``loss_result`` (``history`` x 16
 bytes) and the gradient buffer.
 """
@@ -110,8 +111,6 @@ class GpuLoss:
                 "lines_v_stats", "lines_h_ssim", "lines_v_grad")]
         self.n_params = f"{prefix}_params"
         self.n_vstats = f"{prefix}_vstats"
-        self.n_vxy = f"{prefix}_vxy"
-        self.n_hback = f"{prefix}_hback"
         self.n_dmaps = f"{prefix}_dmaps"
         self.n_partials = f"{prefix}_partials"
         self.n_result = f"{prefix}_result"
@@ -144,8 +143,6 @@ class GpuLoss:
             self.pool.get(self.n_partials, 8 * tx * ty)
         else:
             self.pool.get(self.n_vstats, 48 * px)
-            self.pool.get(self.n_vxy, 12 * px)
-            self.pool.get(self.n_hback, 48 * px)
             self.pool.get(self.n_partials, 4 * 3 * (width + height))
         self.pool.get(grad, 12 * px)
         key = (width, height, self.lam)
@@ -198,8 +195,8 @@ class GpuLoss:
         else:
             bg = self.pool.bind_group(self.module, 0, {
                 "lp": (self.n_params, 0, self._params_bytes), "image": image,
-                "target_img": target, "vstats": self.n_vstats, "vxy": self.n_vxy,
-                "hback": self.n_hback, "partials": self.n_partials, "grad": grad,
+                "target_img": target, "vstats": self.n_vstats,
+                "partials": self.n_partials, "grad": grad,
                 "result": self.n_result})
             rows = (-(-3 * self.height // LINES_WG), 1)
             cols = (-(-3 * self.width // LINES_WG), 1)

@@ -7,7 +7,17 @@ regrown buffer invalidates exactly the bind groups that referenced it.
 
 Counters (``buffers_created``, ``bytes_allocated``, ``current_bytes``, ``peak_bytes``,
 ``bind_groups_created``, ``readbacks``, ``readback_bytes``) let tests assert that steady-state
-renders allocate nothing and read nothing back.
+renders allocate nothing and read nothing back; :attr:`BufferPool.peak_sizes` is every buffer's
+size at the moment of the peak (the per-buffer memory report of ``bench``).
+
+A buffer is bound whole unless its user binds windows of it (``(name, offset, size)`` entries of
+:meth:`BufferPool.bind_group`): ``get`` refuses a buffer beyond one storage binding unless asked
+with ``windowed=True`` (then the adapter's largest buffer bounds it). ``exact=True`` sizes a
+buffer to the request (rounded to 256 bytes) instead of growing it geometrically, shrinking it
+too: per-Gaussian buffers are re-made at each densification round, where 1.5x slack would be
+memory for nothing. Read-backs go through one staging buffer of at most
+:data:`STAGING_CHUNK` bytes, in chunks, so reading the whole state back (a checkpoint) adds no
+state-sized copy to the device's memory.
 """
 
 from __future__ import annotations
@@ -19,6 +29,8 @@ import numpy as np
 from .runtime import GpuContext, GpuOutOfMemoryError
 
 _ALIGN = 256
+#: the largest staging (MAP_READ) buffer; bigger read-backs go in chunks of this size
+STAGING_CHUNK = 4 << 20
 
 
 def _wgpu():
@@ -62,6 +74,7 @@ class BufferPool:
         self.bytes_allocated = 0
         self.current_bytes = 0
         self.peak_bytes = 0
+        self.peak_sizes: dict[str, int] = {}
         self.bind_groups_created = 0
         self.readbacks = 0
         self.readback_bytes = 0
@@ -72,24 +85,35 @@ class BufferPool:
         return buffer_usage("STORAGE", "COPY_SRC", "COPY_DST")
 
     def get(self, name: str, nbytes: int, usage: int | None = None, *,
-            keep_contents: bool = False):
-        """The buffer ``name`` with room for at least ``nbytes`` bytes (grown if needed)."""
+            keep_contents: bool = False, exact: bool = False, windowed: bool = False):
+        """The buffer ``name`` with room for at least ``nbytes`` bytes (grown if needed; with
+        ``exact``, of exactly that size rounded to 256 bytes, re-made when it differs)."""
         usage = self.default_usage() if usage is None else int(usage)
         entry = self._entries.get(name)
-        if entry is not None and entry.size >= nbytes and (entry.usage & usage) == usage:
+        # A buffer bound whole may not outgrow one binding; growing by the growth factor stops at
+        # that limit (lavapipe died near 0.45M Gaussians by overshooting). Windowed buffers are
+        # bound in parts of at most one binding each: the adapter's largest buffer bounds them.
+        limit = self.ctx.max_buffer_bytes if windowed else self.ctx.max_binding_bytes
+        cap = limit - limit % _ALIGN
+
+        def sized(n: int) -> int:
+            return max(min(_round_up(n), cap), _round_up(n, 4))
+
+        if entry is not None and (entry.usage & usage) == usage and (
+                entry.size == sized(nbytes) if exact else entry.size >= nbytes):
             return entry.buffer
-        # Storage buffers are bound whole, so none may outgrow one binding; growing by the
-        # growth factor stops at that limit (lavapipe died near 0.45M Gaussians by overshooting).
-        limit = self.ctx.max_binding_bytes
         if nbytes > limit:
+            what, lim = (("makes buffers of at most", "max-buffer-size") if windowed else
+                         ("binds at most", "max-storage-buffer-binding-size"))
             raise GpuOutOfMemoryError(
-                f"buffer {name!r} needs {nbytes / 2**20:.0f} MiB; this adapter binds at most "
-                f"{limit / 2**20:.0f} MiB (max-storage-buffer-binding-size)")
+                f"buffer {name!r} needs {nbytes / 2**20:.0f} MiB; this adapter {what} "
+                f"{limit / 2**20:.0f} MiB ({lim})")
         size = _round_up(nbytes)
         if entry is not None:
-            size = max(size, _round_up(int(entry.size * self.growth)))
+            if not exact:
+                size = max(size, _round_up(int(entry.size * self.growth)))
             usage |= entry.usage
-        size = max(min(size, limit - limit % _ALIGN), _round_up(nbytes, 4))
+        size = max(min(size, cap), _round_up(nbytes, 4))
         wgpu = _wgpu()
         if keep_contents and entry is not None:
             usage |= wgpu.BufferUsage.COPY_DST
@@ -98,17 +122,44 @@ class BufferPool:
         self.buffers_created += 1
         self.bytes_allocated += size
         self.current_bytes += size
-        self.peak_bytes = max(self.peak_bytes, self.current_bytes)
         generation = 0
         if entry is not None:
             generation = entry.generation + 1
             if keep_contents:
                 enc = self.ctx.device.create_command_encoder()
-                enc.copy_buffer_to_buffer(entry.buffer, 0, buf, 0, entry.size)
+                enc.copy_buffer_to_buffer(entry.buffer, 0, buf, 0, min(entry.size, size))
                 self.ctx.queue.submit([enc.finish()])
+        self._note_peak(name, size, entry)
+        if entry is not None:
             self._release(name, entry)
         self._entries[name] = _Entry(buf, size, usage, generation)
         return buf
+
+    def _note_peak(self, name: str, size: int, replaced: _Entry | None) -> None:
+        """Record the peak of ``current_bytes`` (which already counts the new buffer of ``name``
+        beside the one it replaces) and every buffer's size at that moment."""
+        if self.current_bytes > self.peak_bytes:
+            self.peak_bytes = self.current_bytes
+            sizes = {n: e.size for n, e in self._entries.items()}
+            if replaced is not None:      # both exist for a moment: the copy of the old contents
+                sizes[f"{name} (being replaced)"] = replaced.size
+            sizes[name] = size
+            self.peak_sizes = sizes
+
+    def adopt(self, name: str, source: str) -> None:
+        """Make ``source``'s buffer the buffer ``name`` (the old one freed): a row operation
+        writes a state array's new rows into a fresh buffer and adopts it under the array's name.
+        Bind groups of either name are invalidated (the generation grows)."""
+        src = self._entries.pop(source)
+        self._bind_groups = {k: v for k, v in self._bind_groups.items() if source not in k[2]}
+        old = self._entries.get(name)
+        generation = 0
+        if old is not None:
+            generation = old.generation + 1
+            self._entries.pop(name)
+            self._release(name, old)
+        self._entries[name] = _Entry(src.buffer, src.size, src.usage,
+                                     max(generation, src.generation + 1))
 
     def _release(self, name: str, entry: _Entry) -> None:
         self._bind_groups = {k: v for k, v in self._bind_groups.items() if name not in k[2]}
@@ -156,9 +207,14 @@ class BufferPool:
             self.ctx.queue.write_buffer(self._entries[name].buffer, offset, arr)
 
     def staging(self, nbytes: int):
-        """The pooled MAP_READ buffer used for read-backs (grown like any other buffer)."""
+        """The pooled MAP_READ buffer used for read-backs (grown like any other buffer, up to
+        :data:`STAGING_CHUNK`; larger reads go in chunks)."""
         u = _wgpu().BufferUsage
-        return self.get("__readback_staging", nbytes, u.MAP_READ | u.COPY_DST)
+        if nbytes > STAGING_CHUNK:
+            raise ValueError(f"a staging copy of {nbytes} bytes: read in chunks of {STAGING_CHUNK}")
+        # small reads (counts, losses) grow it as usual; a large one takes the whole chunk at once
+        want = nbytes if nbytes <= STAGING_CHUNK // 8 else STAGING_CHUNK
+        return self.get("__readback_staging", want, u.MAP_READ | u.COPY_DST, windowed=True)
 
     def map_staging(self, nbytes: int) -> bytes:
         """Wait for the staging buffer's copy (already submitted) and return its first bytes."""
@@ -174,16 +230,24 @@ class BufferPool:
         return data
 
     def read(self, name: str, nbytes: int | None = None, offset: int = 0) -> bytes:
-        """Blocking read-back of ``nbytes`` of buffer ``name`` (one copy + submit + map)."""
+        """Blocking read-back of ``nbytes`` of buffer ``name`` (one copy + submit + map per chunk
+        of at most :data:`STAGING_CHUNK` bytes)."""
         entry = self._entries[name]
         if nbytes is None:
             nbytes = entry.size - offset
-        n4 = _round_up(nbytes, 4)
-        staging = self.staging(n4)
-        enc = self.ctx.device.create_command_encoder()
-        enc.copy_buffer_to_buffer(entry.buffer, offset, staging, 0, n4)
-        self.ctx.queue.submit([enc.finish()])
-        return self.map_staging(n4)[:nbytes]
+        parts = []
+        done = 0
+        while True:
+            n4 = min(_round_up(nbytes - done, 4), STAGING_CHUNK)
+            staging = self.staging(n4)
+            enc = self.ctx.device.create_command_encoder()
+            enc.copy_buffer_to_buffer(entry.buffer, offset + done, staging, 0, n4)
+            self.ctx.queue.submit([enc.finish()])
+            parts.append(self.map_staging(n4)[:nbytes - done])
+            done += n4
+            if done >= nbytes:
+                break
+        return parts[0] if len(parts) == 1 else b"".join(parts)
 
     def read_array(self, name: str, dtype, count: int, offset: int = 0) -> np.ndarray:
         dtype = np.dtype(dtype)
@@ -226,6 +290,11 @@ class BufferPool:
             self._bind_groups[key] = bg
             self.bind_groups_created += 1
         return bg
+
+    def report(self) -> list[tuple[str, int]]:
+        """(name, bytes) of the buffers held at the peak, largest first (``bench``'s memory per
+        buffer)."""
+        return sorted(self.peak_sizes.items(), key=lambda kv: (-kv[1], kv[0]))
 
     def counters(self) -> dict:
         return {k: getattr(self, k) for k in ("buffers_created", "bytes_allocated", "current_bytes",

@@ -5,8 +5,9 @@ Adam update after it, from ``shaders/pose.wgsl``; nothing is read back.
 
 The corrected pose reaches the projection through the render uniform: ``pose_apply`` writes the
 rows of ``[R' | t']`` and the centre into ``pose_camera`` in its own compute pass, and the encoder
-copies those 64 bytes over the start of ``render_params`` (``w2c0..2``, ``cam_pos``) before the
-step's pass (the host's ``queue.write_buffer`` of the loaded pose lands first).
+copies those 64 bytes over the start of ``render_params`` (``w2c0..2``, ``cam_pos``) and of every
+page's RenderParams (a paged state) before the step's pass (the host's ``queue.write_buffer`` of
+the loaded pose lands first).
 
 Pool buffers: ``pose_state`` (18 floats per view: δ, Adam's m and v), ``pose_camera`` (4 vec4),
 ``pose_partials`` (``backward.py``) and the ``pose_params`` uniform, written before each view's
@@ -66,15 +67,17 @@ class GpuPose:
             "pp": "pose_params", "pose_state": "pose_state", "pose_camera": "pose_camera",
             "pose_partials": "pose_partials"}))
 
-    def encode_apply(self, enc) -> None:
-        """Into ``enc`` before the step's pass: the corrected pose over the render uniform's."""
+    def encode_apply(self, enc, uniforms=("render_params",)) -> None:
+        """Into ``enc`` before the step's pass: the corrected pose over the render uniform's and
+        over each of ``uniforms`` (a paged state's per-page RenderParams, gpu/pages.py)."""
         cpass = enc.begin_compute_pass(label="pose apply")
         self._bind(cpass)
         cpass.set_pipeline(self._apply)
         cpass.dispatch_workgroups(1)
         cpass.end()
-        enc.copy_buffer_to_buffer(self.pool["pose_camera"], 0, self.pool["render_params"], 0,
-                                  CAMERA_BYTES)
+        for name in dict.fromkeys(("render_params", *uniforms)):
+            enc.copy_buffer_to_buffer(self.pool["pose_camera"], 0, self.pool[name], 0,
+                                      CAMERA_BYTES)
 
     def encode_update(self, cpass) -> None:
         """After ``project_backward``: the view's dL/dδ and the Adam update of δ."""

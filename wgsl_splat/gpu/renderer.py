@@ -33,53 +33,96 @@ from __future__ import annotations
 import numpy as np
 
 from ..camera import Camera
-from ..model import PARAM_FLOATS, GaussianModel, param_offsets, sh_degree_from_coeffs
+from ..model import GaussianModel, param_offsets, sh_degree_from_coeffs
 from ..render_config import CLASSIC, RenderConfig
-from .pool import UNIFORM_USAGE, BufferPool, buffer_usage
+from .pages import (
+    RECT_BYTES,
+    SPLAT_BYTES,
+    ModelTooLargeError,
+    Page,
+    Paging,
+    page_name,
+    row_bytes,
+    row_window,
+)
+from .pool import STAGING_CHUNK, UNIFORM_USAGE, BufferPool, buffer_usage
 from .runtime import GpuContext, GpuError
 from .shaders import ShaderLibrary
 from .sort import PrefixScan, RadixSorter, grid_2d
 
-SPLAT_BYTES = 48           # sizeof(Splat2D)
 COUNTERS_BYTES = 32        # counters[0..8)
 MIN_CAPACITY = 16384
+# Bytes per Gaussian a forward render holds besides the parameters (4·(11 + 3K)): the splat (48),
+# its rectangle (16), the depth sort's keys and ids, twice (16), and room for four intersections
+# (16, the initial capacity). What render and view check a model against before uploading it.
+RENDER_ROW_BYTES = SPLAT_BYTES + RECT_BYTES + 16 + 16
+# Per pixel: the image (12), last contributor and final transmittance (8).
+RENDER_PIXEL_BYTES = 20
 
-
-class ModelTooLargeError(GpuError):
-    """The model has more Gaussians than the adapter's storage bindings hold."""
+__all__ = [
+    "COUNTERS_BYTES",
+    "SPLAT_BYTES",
+    "GpuRenderer",
+    "ModelTooLargeError",
+    "check_model_fits",
+    "max_gaussians",
+    "render_bytes",
+]
 
 
 def max_gaussians(ctx: GpuContext, sh_coeffs: int, other_bytes: tuple = ()) -> int:
-    """The most Gaussians whose per-Gaussian buffers each fit one storage binding of ``ctx``.
+    """The most Gaussians the adapter's bindings reach (:attr:`Paging.max_rows`: pages make the
+    state itself unbounded; two bindings of splat records and the rectangles bound N).
+    ``other_bytes``: per-Gaussian records of a caller bound whole (none now; kept for callers)."""
+    cap = Paging(ctx.max_binding_bytes, sh_coeffs).max_rows
+    for b in other_bytes:
+        cap = min(cap, ctx.max_binding_bytes // max(int(b), 1))
+    return cap
 
-    Every buffer is bound whole, so the largest per-Gaussian record decides: the flat parameters
-    (4·(11 + 3K) bytes, as are their gradients and Adam moments when training), the projected
-    splats (48 bytes), and ``other_bytes`` (the training step's own per-Gaussian records).
-    """
-    per_gaussian = max(4 * (PARAM_FLOATS + 3 * sh_coeffs), SPLAT_BYTES, 16, *other_bytes)
-    return ctx.max_binding_bytes // per_gaussian
+
+def render_bytes(n: int, sh_coeffs: int, pixels: int = 0) -> int:
+    """Device memory a forward render of ``n`` Gaussians and ``pixels`` pixels needs (about)."""
+    return n * (row_bytes(sh_coeffs) + RENDER_ROW_BYTES) + pixels * RENDER_PIXEL_BYTES
 
 
-def check_model_fits(ctx: GpuContext, n: int, sh_coeffs: int, other_bytes: tuple = ()) -> None:
-    """:class:`ModelTooLargeError` (one line, with the figures) when :func:`max_gaussians` < n."""
+def check_model_fits(ctx: GpuContext, n: int, sh_coeffs: int, other_bytes: tuple = (),
+                     pixels: int = 0) -> None:
+    """:class:`ModelTooLargeError` (one line, with the figures) when the bindings cannot reach
+    ``n`` Gaussians or a render of them needs more than the device's memory budget."""
     cap = max_gaussians(ctx, sh_coeffs, other_bytes)
+    degree = sh_degree_from_coeffs(sh_coeffs)
     if n > cap:
         raise ModelTooLargeError(
-            f"{n} Gaussians at SH degree {sh_degree_from_coeffs(sh_coeffs)} do not fit this "
-            f"adapter, whose {ctx.max_binding_bytes / 2**20:.3g} MiB storage bindings hold at most "
-            f"{cap} (at SH degree 0: {max_gaussians(ctx, 1, other_bytes)})")
+            f"{n} Gaussians at SH degree {degree} do not fit this adapter, whose "
+            f"{ctx.max_binding_bytes / 2**20:.3g} MiB storage bindings reach at most {cap} "
+            f"(at SH degree 0: {max_gaussians(ctx, 1, other_bytes)})")
+    budget = ctx.memory_bytes
+    need = render_bytes(n, sh_coeffs, pixels)
+    if budget is not None and need > budget:
+        raise ModelTooLargeError(
+            f"{n} Gaussians at SH degree {degree} need {size_text(need)} of device memory to "
+            f"render; this adapter has {size_text(budget)} (WGSL_SPLAT_DEVICE_MEMORY)")
+
+
+def size_text(nbytes: int) -> str:
+    """``0.5 MiB``, ``118 MiB``, ``2.31 GiB``."""
+    if nbytes >= 1 << 30:
+        return f"{nbytes / 2**30:.3g} GiB"
+    return f"{nbytes / 2**20:.3g} MiB"
 
 
 class GpuRenderer:
     """Renders a Gaussian model held on the device.
 
     Pool buffer names (see :attr:`buffer_names`) are stable so that the backward pass can bind them:
-    ``params`` (flat float32: means 3N | log_scales 3N | quats 4N | opacity logits N | sh N*K*3),
-    ``splats`` (Splat2D per Gaussian), ``radii`` (i32), ``rects`` (vec4<u32>), the depth-sorted ids,
+    ``params`` (flat float32 per page, :mod:`.pages`: means 3n | log_scales 3n | quats 4n |
+    opacity logits n | sh n*K*3; page p > 0 in ``params@p``), ``splats`` (Splat2D per Gaussian;
+    beyond :attr:`Paging.split` in ``splats_hi``), ``rects`` (vec4<u32>), the depth-sorted ids,
     ``isect_ids`` (splat id of each intersection in (tile, depth) order), ``ranges`` (vec2<u32>
-    [start, end) per tile), ``image`` (H*W*3 f32), ``final_t`` (H*W f32), ``last_contrib``
-    (H*W u32), ``counters`` (u32: total intersections, min(total, capacity), 0, overflow, N),
-    ``filter3d`` (f32 per Gaussian: the antialiased mode's 3D filter; unread in the classic mode).
+    [start, end) per tile), ``image`` (H*W*3 f32), ``last_contrib`` (H*W u32, then the final
+    transmittance of each pixel, H*W f32 bits), ``counters`` (u32: total intersections, min(total,
+    capacity), 0, overflow, N), ``filter3d`` (f32 per Gaussian: the antialiased mode's 3D filter;
+    a 256-byte placeholder in the classic mode, which never reads it).
 
     ``config`` (:class:`~wgsl_splat.render_config.RenderConfig`) fixes the render constants and the
     mode of every shader this renderer compiles.
@@ -122,6 +165,8 @@ class GpuRenderer:
         self.sh_degree = 0
         self.active_sh_degree = 0
         self.offsets = (0, 0, 0, 0)
+        self.paging = Paging(ctx.max_binding_bytes, 1)
+        self.pages: list[Page] = []
         self.capacity = 0
         self._initial_capacity = initial_capacity
         self.width = self.height = 0
@@ -137,6 +182,8 @@ class GpuRenderer:
         self._params = np.zeros((), self._project.struct_dtype("RenderParams"))
         self.pool.get("render_params", self._params.nbytes, buffer_usage(*UNIFORM_USAGE))
         self.pool.get("counters", COUNTERS_BYTES)
+        self.pool.get("no_splats_hi", SPLAT_BYTES)      # binds splats_hi while every id is below
+        self.pool.get("no_filter3d", 16)                # binds filter3d in the classic mode
         # Pixels per raster thread: 16 on a CPU adapter (workgroup-memory loads are expensive
         # there), 4 on a GPU (64 threads per tile).
         rows = raster_rows or (16 if ctx.adapter_type == "CPU" else 4)
@@ -162,7 +209,8 @@ class GpuRenderer:
     # -- model --------------------------------------------------------------------------------------
     def upload_model(self, model: GaussianModel, filter_3d: np.ndarray | None = None, *,
                      keep_filter: bool = False) -> None:
-        """Copy the parameters to the device (float32, one flat buffer) and size per-splat buffers.
+        """Copy the parameters to the device (float32, the flat layout of each page) and size the
+        per-splat buffers.
 
         Antialiased mode: ``filter_3d`` (N,) is the 3D filter of every Gaussian (None: zeros, i.e.
         the 2D Mip filter alone); with ``keep_filter`` and an unchanged N the device's filter stays
@@ -171,38 +219,98 @@ class GpuRenderer:
         if filter_3d is not None and np.shape(filter_3d) != (n,):
             raise ValueError(f"filter_3d must have shape ({n},), got {np.shape(filter_3d)}")
         keep_filter = keep_filter and n == self.num and "filter3d" in self.pool
-        arrays = [model.means, model.log_scales, model.quats, model.opacity_logits, model.sh]
-        flat = np.concatenate([np.asarray(a, np.float32).ravel() for a in arrays]) if n else \
-            np.zeros(1, np.float32)
         self.resize(n, model.sh.shape[1])
-        self.pool.write("params", flat)
+        self.write_paged("params", model)
         if self.config.antialiased and not keep_filter:
             self.pool.write("filter3d", np.zeros(n, np.float32) if filter_3d is None
                             else np.asarray(filter_3d, np.float32))
 
+    def write_paged(self, name: str, model: GaussianModel) -> None:
+        """Write the rows of ``model`` into the pages of the paged array ``name`` (parameters or
+        an Adam moment), each page in its own flat layout."""
+        arrays = [model.means, model.log_scales, model.quats, model.opacity_logits, model.sh]
+        for page in self.pages:
+            sl = slice(page.base, page.base + page.count)
+            flat = np.concatenate([np.asarray(a[sl], np.float32).ravel() for a in arrays])
+            self.pool.write(page_name(name, page.index), flat)
+
+    def read_paged(self, name: str) -> GaussianModel:
+        """The rows of the paged array ``name`` (blocking reads, page by page)."""
+        from .adam import ParamLayout  # noqa: PLC0415
+
+        k = self.sh_coeffs
+        parts = [ParamLayout.unpack(self.pool.read_array(page_name(name, p.index), np.float32,
+                                                         row_bytes(k) // 4 * p.count), p.count, k)
+                 for p in self.pages]
+        if not parts:
+            return ParamLayout.unpack(np.zeros(0, np.float32), 0, k)
+        return GaussianModel(*(np.concatenate([getattr(m, f) for m in parts])
+                               for f in ("means", "log_scales", "quats", "opacity_logits", "sh")))
+
+    def alloc_paged(self, name: str, n: int, k: int, *, free_beyond: bool = True) -> None:
+        """Make the pages of the paged array ``name`` exactly the size of ``n`` rows of ``k``
+        SH coefficients (existing pages of that size are kept, contents and all)."""
+        paging = Paging(self.ctx.max_binding_bytes, k)
+        pages = paging.pages(n) or [Page(0, 0, 0)]
+        for page in pages:
+            self.pool.get(page_name(name, page.index), max(row_bytes(k) * page.count, 4),
+                          exact=True)
+        if free_beyond:
+            p = len(pages)
+            while page_name(name, p) in self.pool:
+                self.pool.free(page_name(name, p))
+                p += 1
+
     def resize(self, n: int, k: int) -> None:
         """Adopt ``n`` Gaussians with ``k`` SH coefficients whose parameters are (or are about to
-        be) in ``params`` already in the flat layout (a device-side edit of the state, or
-        :meth:`upload_model`): offsets and per-splat buffers follow; nothing is uploaded."""
+        be) in the ``params`` pages already (a device-side edit of the state, or
+        :meth:`upload_model`): pages, offsets and per-splat buffers follow; nothing is uploaded."""
         check_model_fits(self.ctx, n, k)
         self.num = n
         self.sh_coeffs = k
         self.sh_degree = sh_degree_from_coeffs(k)
+        self.paging = Paging(self.ctx.max_binding_bytes, k)
+        self.pages = self.paging.pages(n)
         self.offsets = param_offsets(n)
-        self.pool.get("params", 4 * max((PARAM_FLOATS + 3 * k) * n, 1), keep_contents=True)
+        self.alloc_paged("params", n, k)
         m = max(n, 1)
-        self.pool.get("splats", SPLAT_BYTES * m)
-        self.pool.get("radii", 4 * m)
-        self.pool.get("rects", 16 * m)
-        self.pool.get("filter3d", 4 * m)
-        self.depth_sort.configure(m, 32, count_slot=4)
+        split = self.paging.split
+        self.pool.get("splats", SPLAT_BYTES * min(m, split), exact=True)
+        if n > split:
+            self.pool.get("splats_hi", SPLAT_BYTES * (n - split), exact=True)
+        else:
+            self.pool.free("splats_hi")
+        self.pool.get("rects", RECT_BYTES * m, exact=True)
+        if self.config.antialiased:
+            self.pool.get("filter3d", 4 * m, exact=True)
+        self.depth_sort.configure(m, 32, count_slot=4, exact=True)
         if self.capacity == 0:
             self._set_capacity(self._initial_capacity or max(MIN_CAPACITY, 4 * n))
         self._configure_chunks()
         self._check_next = True
 
+    def page_uniform(self, page: Page) -> str:
+        """The RenderParams of ``page``'s dispatches (the global one when there is one page)."""
+        return "render_params" if len(self.pages) <= 1 else f"render_params@{page.index}"
+
+    def splat_bindings(self, name: str = "splats") -> dict:
+        """``name`` and ``{name}_hi`` for the kernels that reach a splat by its id."""
+        split = self.paging.split
+        lo = ((name, 0, SPLAT_BYTES * min(max(self.num, 1), split)))
+        hi = ((f"{name}_hi", 0, SPLAT_BYTES * (self.num - split)) if self.num > split
+              else ("no_splats_hi" if name == "splats" else f"no_{name}_hi"))
+        return {name: lo, f"{name}_hi": hi}
+
+    @property
+    def filter_name(self) -> str:
+        return "filter3d" if self.config.antialiased else "no_filter3d"
+
+    def filter_window(self, page: Page) -> tuple | str:
+        return row_window("filter3d", page, 4) if self.config.antialiased else "no_filter3d"
+
     @property
     def num_params(self) -> int:
+        """Floats of the parameters (all pages)."""
         return self.offsets[3] + self.num * self.sh_coeffs * 3 if self.num else 0
 
     # -- sizing -------------------------------------------------------------------------------------
@@ -236,8 +344,7 @@ class GpuRenderer:
             raise ValueError(f"image {width}x{height} too large")
         px = width * height
         self.pool.get("image", 12 * px)
-        self.pool.get("final_t", 4 * px)
-        self.pool.get("last_contrib", 4 * px)
+        self.pool.get("last_contrib", 8 * px)    # last contributors, then final transmittances
         self.pool.get("ranges", 8 * self.tiles_x * self.tiles_y)
         self._configure_chunks()
         self._check_next = True
@@ -263,8 +370,18 @@ class GpuRenderer:
         self.active_sh_degree = max(deg, 0)
         p["model"] = (self.num, self.sh_coeffs, self.active_sh_degree, self.capacity)
         p["offs"] = self.offsets
-        p["grid"] = (0, 0, self.chunks, 0)
+        p["grid"] = (0, self.num, self.chunks, self.paging.split)
         self.pool.write("render_params", p)
+        if len(self.pages) > 1:
+            # per page: its rows, the offsets of its own flat layout, its first row
+            for page in self.pages:
+                name = self.page_uniform(page)
+                self.pool.get(name, p.nbytes, buffer_usage(*UNIFORM_USAGE))
+                q = p.copy()
+                q["model"][0] = page.count
+                q["offs"] = param_offsets(page.count)
+                q["grid"][0] = page.base
+                self.pool.write(name, q)
 
     def prepare(self, camera: Camera, background=(0.0, 0.0, 0.0),
                 active_sh_degree: int | None = None) -> None:
@@ -283,9 +400,9 @@ class GpuRenderer:
     @property
     def buffer_names(self) -> dict[str, str]:
         _, dv = self.depth_sort.result
-        return {"params": "params", "splats": "splats", "radii": "radii", "rects": "rects",
+        return {"params": "params", "splats": "splats", "rects": "rects",
                 "depth_sorted_ids": dv, "isect_ids": "isect_ids", "ranges": "ranges",
-                "image": "image", "final_t": "final_t", "last_contrib": "last_contrib",
+                "image": "image", "last_contrib": "last_contrib",
                 "counters": "counters", "render_params": "render_params"}
 
     def buffer(self, role: str):
@@ -312,12 +429,16 @@ class GpuRenderer:
 
     def _encode_project(self, cpass) -> None:
         cpass.set_pipeline(self._project.pipeline("project", self.sh_constants))
-        cpass.set_bind_group(0, self.pool.bind_group(self._project, 0, {
-            "rp": "render_params", "params": "params", "splats": "splats", "radii": "radii",
-            "rects": "rects", "depth_keys": self.depth_sort.keys, "ids": self.depth_sort.vals,
-            "counters": "counters", "filter3d": "filter3d"}))
         block = self._project.workgroup_size("project")[0]
-        cpass.dispatch_workgroups(*grid_2d(-(-self.num // block)))
+        keys, ids = self.depth_sort.keys, self.depth_sort.vals
+        for page in self.pages:
+            cpass.set_bind_group(0, self.pool.bind_group(self._project, 0, {
+                "rp": self.page_uniform(page), "params": page_name("params", page.index),
+                "splats": self.paging.splat_window("splats", page),
+                "rects": row_window("rects", page, RECT_BYTES),
+                "depth_keys": row_window(keys, page, 4), "ids": row_window(ids, page, 4),
+                "counters": "counters", "filter3d": self.filter_window(page)}))
+            cpass.dispatch_workgroups(*grid_2d(-(-page.count // block)))
 
     def _encode_depth_sort(self, cpass) -> None:
         self.depth_sort.encode(cpass, "counters")
@@ -332,7 +453,7 @@ class GpuRenderer:
                                                       "sorted_ids": sorted_ids,
                                                       "table": "emit_table",
                                                       "isect_ids": "isect_ids",
-                                                      "splats": "splats"})
+                                                      **self.splat_bindings()})
             cpass.set_bind_group(0, emit_bg)
             cpass.set_pipeline(self._emit.pipeline("emit_count"))
             cpass.dispatch_workgroups(*grid_2d(-(-self.chunks // self._emit.workgroup_size("emit_count")[0])))
@@ -358,9 +479,8 @@ class GpuRenderer:
     def _encode_raster(self, cpass) -> None:
         cpass.set_pipeline(self._raster.pipeline("rasterize"))
         cpass.set_bind_group(0, self.pool.bind_group(self._raster, 0, {
-            "rp": "render_params", "splats": "splats", "isect_ids": "isect_ids",
-            "ranges": "ranges", "image": "image", "final_t": "final_t",
-            "last_contrib": "last_contrib"}))
+            "rp": "render_params", **self.splat_bindings(), "isect_ids": "isect_ids",
+            "ranges": "ranges", "image": "image", "last_contrib": "last_contrib"}))
         cpass.dispatch_workgroups(self.tiles_x, self.tiles_y)
 
     @property
@@ -368,7 +488,7 @@ class GpuRenderer:
         scan = 4 if self.parallel_scan else 1
         if not self.num:
             return scan + 1
-        return 1 + self.depth_sort.num_dispatches + 2 + scan + 1
+        return len(self.pages) + self.depth_sort.num_dispatches + 2 + scan + 1
 
     # -- render -------------------------------------------------------------------------------------
     def render(self, camera: Camera, background=(0.0, 0.0, 0.0), readback: bool = True,
@@ -383,6 +503,11 @@ class GpuRenderer:
             check = readback or self._check_next
             img_bytes = 12 * self.width * self.height
             img_slot = -(-img_bytes // 256) * 256 if readback else 0
+            # an image beyond one staging chunk (4 MiB: 1280x800 and up) is read after the
+            # counters, in chunks; smaller ones come back with them in one copy
+            chunked = img_slot + COUNTERS_BYTES > STAGING_CHUNK
+            if chunked:
+                img_slot = 0
             with self.ctx.guard("encoding and submitting the forward render"):
                 staging = self.pool.staging(img_slot + COUNTERS_BYTES) if check else None
                 enc = self.ctx.device.create_command_encoder(label="forward")
@@ -390,7 +515,7 @@ class GpuRenderer:
                 self.encode_forward(cpass)
                 cpass.end()
                 if check:
-                    if readback:
+                    if readback and not chunked:
                         enc.copy_buffer_to_buffer(self.pool["image"], 0, staging, 0, img_bytes)
                     enc.copy_buffer_to_buffer(self.pool["counters"], 0, staging, img_slot,
                                               COUNTERS_BYTES)
@@ -404,6 +529,9 @@ class GpuRenderer:
             self._check_next = False
             self.overflowed = total > self.capacity
             if not self.overflowed:
+                if readback and chunked:
+                    return self.pool.read_array("image", np.float32, img_bytes // 4).reshape(
+                        self.height, self.width, 3)
                 if readback:
                     return np.frombuffer(data, np.float32, img_bytes // 4).reshape(
                         self.height, self.width, 3).copy()
@@ -441,15 +569,22 @@ class GpuRenderer:
     def intersection_count(self) -> int:
         return int(self.pool.read_array("counters", np.uint32, 1)[0])
 
+    def read_splats(self) -> np.ndarray:
+        """(N, 12) float32: every splat record (blocking reads of both splat buffers)."""
+        n, split = self.num, self.paging.split
+        raw = self.pool.read("splats", SPLAT_BYTES * min(n, split)) if n else b""
+        if n > split:
+            raw += self.pool.read("splats_hi", SPLAT_BYTES * (n - split))
+        return np.frombuffer(raw, np.float32).reshape(n, 12)
+
     def read_projection(self) -> dict[str, np.ndarray]:
         n = self.num
-        raw = np.frombuffer(self.pool.read("splats", SPLAT_BYTES * n), np.float32).reshape(n, 12) \
-            if n else np.zeros((0, 12), np.float32)
+        raw = self.read_splats()
         return {
             "means2d": raw[:, 0:2].copy(), "depths": raw[:, 2].copy(),
             "opacities": raw[:, 3].copy(), "conics": raw[:, 4:7].copy(),
             "colors": raw[:, 8:11].copy(),
-            "radii": self.pool.read_array("radii", np.int32, n),
+            "radii": raw[:, 7].astype(np.int32),
             "tile_rect": self.pool.read_array("rects", np.uint32, 4 * n).reshape(n, 4).astype(np.int64),
         }
 
@@ -460,10 +595,10 @@ class GpuRenderer:
         ranges = self.pool.read_array("ranges", np.uint32, 2 * self.tiles_x * self.tiles_y)
         ranges = ranges.reshape(-1, 2).astype(np.int64)
         tiles = np.repeat(np.arange(len(ranges)), ranges[:, 1] - ranges[:, 0])
+        state = self.pool.read_array("last_contrib", np.uint32, 2 * h * w)
         return {
-            "final_T": self.pool.read_array("final_t", np.float32, h * w).reshape(h, w),
-            "last_contrib": self.pool.read_array("last_contrib", np.uint32, h * w).reshape(h, w)
-            .astype(np.int32),
+            "final_T": state[h * w:].view(np.float32).reshape(h, w).copy(),
+            "last_contrib": state[:h * w].reshape(h, w).astype(np.int32),
             "ranges": ranges,
             "isect_tiles": tiles,
             "isect_ids": self.pool.read_array("isect_ids", np.uint32, count).astype(np.int64),

@@ -16,6 +16,15 @@ the fall-backs those platforms take (compare-and-swap atomics, the workgroup red
 timestamps) and their binding limits run on whatever adapter is here (lavapipe in CI).
 ``full`` (or unset) is everything the adapter offers. See docs/portability.md.
 
+**Binding limit and memory.** ``WGSL_SPLAT_MAX_BINDING=BYTES`` (a debug option: ``256K``, ``1M``)
+asks the device for that max-storage-buffer-binding-size instead of the adapter's, so data that
+spans several bindings (the paged state, docs/design.md §3) runs, and wgpu's validation enforces
+the limit, at a size a test can afford. ``WGSL_SPLAT_DEVICE_MEMORY=BYTES`` (``6G``) is the device
+memory the trainer may fill (:attr:`GpuContext.memory_bytes`); WebGPU does not tell an adapter's
+memory, so without it a CPU adapter (lavapipe: the device memory is the host's) is given half of
+the host's physical memory and a GPU no bound: set it to the card's memory there, or growth past
+it ends the run with an out-of-memory error (a row operation is not undone halfway; issue 23).
+
 **DX12 shader compiler.** On Windows, wgpu-py compiles HLSL with FXC unless told otherwise; when a
 ``dxcompiler.dll`` (1.8.2502 or newer) is named by ``WGSL_SPLAT_DXC`` or lies in wgpu-py's
 ``resources`` folder, :func:`_configure_dx12_compiler` selects DXC before the instance exists.
@@ -56,6 +65,28 @@ class ProfileError(GpuError):
 
 
 PROFILE_ENV = "WGSL_SPLAT_DEVICE_PROFILE"
+BINDING_ENV = "WGSL_SPLAT_MAX_BINDING"
+MEMORY_ENV = "WGSL_SPLAT_DEVICE_MEMORY"
+_SUFFIX = {"": 1, "K": 1 << 10, "M": 1 << 20, "G": 1 << 30, "T": 1 << 40}
+
+
+def parse_bytes(text: str, what: str) -> int:
+    """``1048576``, ``256K``, ``1.5G`` (binary units) as bytes; a one-line GpuError otherwise."""
+    t = str(text).strip().upper().removesuffix("B").removesuffix("I")
+    unit = t[-1:] if t[-1:] in _SUFFIX and not t[-1:].isdigit() else ""
+    try:
+        value = float(t[:len(t) - len(unit)]) * _SUFFIX[unit]
+    except ValueError:
+        value = -1
+    if value <= 0:
+        raise GpuError(f"{what}={text!r} is not a size in bytes (e.g. 262144, 256K, 6G)")
+    return int(value)
+
+
+def binding_override() -> int | None:
+    """``$WGSL_SPLAT_MAX_BINDING`` in bytes (None when unset)."""
+    text = os.environ.get(BINDING_ENV, "").strip()
+    return parse_bytes(text, BINDING_ENV) if text else None
 
 #: WebGPU's default limits (the WebGPU spec, "Limits"): what every WebGPU implementation offers.
 WEBGPU_LIMITS = {
@@ -154,7 +185,7 @@ def profile_request(profile: DeviceProfile | None, adapter_features, adapter_lim
     if profile is None:
         feats = [f for f in wanted if f in available]
         limits = {k: adapter_limits[k] for k in _RAISED_LIMITS if k in adapter_limits}
-        return feats, limits
+        return feats, _with_binding_override(limits)
     missing = [f for f in profile.features if f not in available]
     if missing:
         raise ProfileError(f"{PROFILE_ENV}={profile.name} needs {', '.join(missing)}, which "
@@ -164,7 +195,16 @@ def profile_request(profile: DeviceProfile | None, adapter_features, adapter_lim
     for k, v in profile.limits.items():
         if k in adapter_limits:
             limits[k] = _stricter(k, int(v), int(adapter_limits[k]))
-    return feats, limits
+    return feats, _with_binding_override(limits)
+
+
+def _with_binding_override(limits: dict) -> dict:
+    forced = binding_override()
+    key = "max-storage-buffer-binding-size"
+    if forced is not None and key in limits:
+        # at least 64 KiB (a few pages of the smallest state), a multiple of 256
+        limits[key] = min(int(limits[key]), max(forced - forced % 256, 1 << 16))
+    return limits
 
 
 class NoAdapterError(GpuError):
@@ -324,6 +364,23 @@ class GpuContext:
                    int(self.limits.get("max-buffer-size", 1 << 28)))
 
     @property
+    def max_buffer_bytes(self) -> int:
+        """The largest buffer the device makes (a buffer bound in windows may be that large)."""
+        return max(int(self.limits.get("max-buffer-size", 1 << 28)), self.max_binding_bytes)
+
+    @property
+    def memory_bytes(self) -> int | None:
+        """The device memory the trainer may fill, or None where nothing says (see the module
+        docstring: ``$WGSL_SPLAT_DEVICE_MEMORY``, half of the host's memory on a CPU adapter)."""
+        text = os.environ.get(MEMORY_ENV, "").strip()
+        if text:
+            return parse_bytes(text, MEMORY_ENV)
+        if self.adapter_type == "CPU":
+            host = host_memory_bytes()
+            return host // 2 if host else None
+        return None
+
+    @property
     def has_float_atomics(self) -> bool:
         return "shader-float32-atomic" in self.features
 
@@ -382,6 +439,14 @@ class GpuContext:
             with _catcher.lock:
                 if self in _catcher.contexts:
                     _catcher.contexts.remove(self)
+
+
+def host_memory_bytes() -> int | None:
+    """This machine's physical memory (None where the platform does not say)."""
+    try:
+        return int(os.sysconf("SC_PHYS_PAGES")) * int(os.sysconf("SC_PAGE_SIZE"))
+    except (AttributeError, ValueError, OSError):
+        return None
 
 
 def adapter_summary(adapter) -> str:

@@ -228,8 +228,10 @@ class RadixSorter:
         # (about 16 elements per thread); CPU adapters: one workgroup scans a small table.
         self.scan = PrefixScan(lib, pool, name) if parallel_scan else None
 
-    def configure(self, capacity: int, key_bits: int, count_slot: int) -> None:
-        """Size the buffers for ``capacity`` elements and plan passes over ``key_bits`` bits.
+    def configure(self, capacity: int, key_bits: int, count_slot: int, *,
+                  exact: bool = False) -> None:
+        """Size the buffers for ``capacity`` elements (``exact``: to that size, no slack for
+        growth) and plan passes over ``key_bits`` bits.
 
         With the one-workgroup scan, the number of threads T (chunks) is chosen so that the
         (bins x T) table stays a fraction of the data (each chunk has at least ``items_per_bin`` x
@@ -239,7 +241,7 @@ class RadixSorter:
         """
         capacity = max(1, int(capacity))
         for n in (self.keys, self.vals, self.keys_tmp, self.vals_tmp):
-            self.pool.get(n, 4 * capacity)
+            self.pool.get(n, 4 * capacity, exact=exact)
         passes = radix_passes(key_bits, self.max_bits)
         bins = 1 << max(w for _, w in passes)
         per_thread = 16 if self.scan is not None else bins * self.items_per_bin

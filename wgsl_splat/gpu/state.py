@@ -2,16 +2,19 @@
 operations edit them there (:mod:`wgsl_splat.training.state`; NumPy semantics:
 :mod:`wgsl_splat.reference.rows`).
 
-Buffers (the step's pool): ``params``, ``adam_m``, ``adam_v`` in the flat layout (means 3N |
-log-scales 3N | quats 4N | opacity N | SH 3KN) and ``stats`` (one plane of N floats per statistic
-the strategy declared, in its order). Every pool buffer grows by 1.5× when it must, so a round that
-adds rows rarely allocates.
+Buffers (the step's pool), paged (:mod:`.pages`: page p of ``params`` is ``params@p``, each page
+in the flat layout of its own rows): ``params``, ``adam_m``, ``adam_v`` (means 3n | log-scales 3n
+| quats 4n | opacity n | SH 3Kn) and ``stats`` (one plane of n floats per statistic the strategy
+declared, in its order).
 
 An edit is a row table in ``state_table`` (built on the device by ``grow.wgsl`` from a strategy's
 decision, by ``relocation.wgsl``, or uploaded by a test) applied by ``state_rows.wgsl`` to each
-buffer into a scratch buffer that is copied back. What comes back to the host is a handful of
-counts (how many rows the new layout has), and, when the room of a grow binds, each row's cost and
-the statistics its ranking reads.
+array into new pages of exactly the new row count, which then become the array: one array at a
+time, after the buffers that are rebuilt at every step anyway (the splats, their gradients and
+rectangles, the depth sort's, the gradients of a batched step) were freed, so an edit never needs
+more device memory than the state it leaves behind or the step before it. What comes back to the
+host is a handful of counts (how many rows the new layout has), and, when the room of a grow
+binds, each row's cost and the statistics its ranking reads.
 """
 
 from __future__ import annotations
@@ -20,7 +23,7 @@ import math
 
 import numpy as np
 
-from ..model import PARAM_FLOATS, inverse_sigmoid, param_offsets
+from ..model import inverse_sigmoid, param_offsets
 from ..reference import rows
 from ..training.state import (
     GrowReport,
@@ -32,7 +35,7 @@ from ..training.state import (
     budget,
 )
 from ..training.statistics import accessors_wgsl, resolve
-from .adam import ParamLayout
+from .pages import Page, page_name, row_bytes
 from .pool import UNIFORM_USAGE, buffer_usage
 from .sort import PrefixScan, grid_2d
 
@@ -40,6 +43,7 @@ PARAM_ARRAYS = ("params", "adam_m", "adam_v")
 STATS = "stats"
 TABLE, RELOCATED = "state_table", "state_relocated"
 PLAN, TALLIES = "state_plan", "state_tallies"
+SLOT = 256                       # bytes per dynamic uniform slot of the row operation
 
 
 class DeviceState(TrainState):
@@ -55,11 +59,12 @@ class DeviceState(TrainState):
         if len(self.stat_names) > max_segments:
             raise ValueError(f"at most {max_segments} statistics, got {self.stat_names}")
         self.scan = PrefixScan(self.lib, self.pool, "state")
+        self._row_dtype = self._rows.struct_dtype("RowParams", stride=SLOT)
+        self._row_bytes = self._rows.struct_dtype("RowParams").itemsize
         self._u = {}
-        for name, module, struct in (
-                [(f"rows_{a}", self._rows, "RowParams") for a in PARAM_ARRAYS + (STATS,)]
-                + [("reset", self._reset, "ResetParams"), ("reloc", self._reloc, "RelocateParams"),
-                   ("perturb", self._reloc, "RelocateParams")]):
+        for name, module, struct in (("reset", self._reset, "ResetParams"),
+                                     ("reloc", self._reloc, "RelocateParams"),
+                                     ("perturb", self._reloc, "RelocateParams")):
             self._u[name] = np.zeros((), module.struct_dtype(struct))
             self.pool.get(f"state_u_{name}", self._u[name].nbytes, buffer_usage(*UNIFORM_USAGE))
         for name in (RELOCATED, TABLE, "state_allowed", "state_weights", "state_sources", PLAN):
@@ -79,13 +84,21 @@ class DeviceState(TrainState):
     def k(self) -> int:
         return self.step.renderer.sh_coeffs
 
+    @property
+    def pages(self) -> list[Page]:
+        return self.step.renderer.pages
+
     def _groups(self, module, entry: str, n: int) -> tuple[int, int]:
         """The 2D grid of workgroups of ``entry`` for ``n`` threads (its size read from the WGSL)."""
         return grid_2d(-(-max(n, 1) // module.workgroup_size(entry)[0]))
 
-    def _write(self, name: str) -> str:
-        self.pool.write(f"state_u_{name}", self._u[name])
-        return f"state_u_{name}"
+    def _write(self, name: str, page: Page | None = None, u=None) -> str:
+        """Write uniform ``name`` (of page ``page``: its own buffer) and return its pool name."""
+        u = self._u[name] if u is None else u
+        pool_name = f"state_u_{name}" if page is None else page_name(f"state_u_{name}", page.index)
+        self.pool.get(pool_name, u.nbytes, buffer_usage(*UNIFORM_USAGE))
+        self.pool.write(pool_name, u)
+        return pool_name
 
     def _submit(self, what: str, encode) -> None:
         with self.ctx.guard(what):
@@ -124,8 +137,10 @@ class DeviceState(TrainState):
 
     def clear_stats(self) -> None:
         if self.stat_names:
-            self._submit("clearing the statistics",
-                         lambda enc: enc.clear_buffer(self.pool[STATS]))
+            def clear(enc):
+                for page in self.pages or [Page(0, 0, 0)]:
+                    enc.clear_buffer(self.pool[page_name(STATS, page.index)])
+            self._submit("clearing the statistics", clear)
 
     # -- the row table ----------------------------------------------------------------------------------
     def apply(self, table: RowTable, edit: RowEdit | None = None) -> None:
@@ -143,54 +158,73 @@ class DeviceState(TrainState):
         self._apply(len(table), key=edit.key, split_div=edit.split_scale_div)
 
     def _apply(self, n_out: int, *, key: int = 0, split_div: float = 1.6, prelude=None) -> None:
-        """Rebuild every per-Gaussian buffer from ``state_table`` (``prelude(enc)`` first records
-        the kernels that build it), then adopt ``n_out`` rows."""
-        n_in, k = self.n, self.k
-        floats_out = (PARAM_FLOATS + 3 * k) * n_out
+        """Rebuild every per-Gaussian array from ``state_table`` (``prelude(enc)`` first records
+        the kernels that build it), then adopt ``n_out`` rows: each array's new pages are written
+        from the old ones (one dispatch per pair of pages) and replace them, one array at a time."""
+        step, k = self.step, self.k
+        src_pages = list(self.pages)
+        dst_pages = step.renderer.paging.pages(n_out)
         n_stats = len(self.stat_names)
         arrays = list(PARAM_ARRAYS) + ([STATS] if n_stats else [])
-        # Grow before encoding (a growing pool buffer is replaced, its contents copied).
-        for name in PARAM_ARRAYS:
-            self.pool.get(name, 4 * max(floats_out, 1), keep_contents=True)
-        if n_stats:
-            self.pool.get(STATS, 4 * n_stats * max(n_out, 1), keep_contents=True)
-        self.pool.get("state_scratch", 4 * max(floats_out, n_stats * n_out, 1))
         self.pool.get(TABLE, 8 * max(n_out, 1), keep_contents=prelude is None)
-        groups = self._groups(self._rows, "apply_plain", n_out)
-        src_offs, dst_offs = param_offsets(n_in), param_offsets(n_out)
-        uniforms = {}
-        for name in arrays:
-            u = self._u[f"rows_{name}"]
-            segs = ([(0, 0, 3), (src_offs[0], dst_offs[0], 3), (src_offs[1], dst_offs[1], 4),
-                     (src_offs[2], dst_offs[2], 1), (src_offs[3], dst_offs[3], 3 * k)]
-                    if name != STATS else [(j * n_in, j * n_out, 1) for j in range(n_stats)])
-            u["n_out"], u["k"], u["x_groups"], u["segments"] = n_out, k, groups[0], len(segs)
-            u["src_offs"], u["dst_offs"] = src_offs, dst_offs
+        step.release_transients()
+        pairs = [(d, src) for d in dst_pages for src in src_pages]
+        flat = np.zeros(max(len(pairs), 1), self._row_dtype)   # params, moments: the flat layout
+        for j, (d, src) in enumerate(pairs):
+            u = flat[j]
+            u["n_out"], u["k"] = d.count, k
+            u["x_groups"] = self._groups(self._rows, "apply_plain", d.count)[0]
+            so, do = param_offsets(src.count), param_offsets(d.count)
+            u["src_offs"], u["dst_offs"] = so, do
             u["log_split_div"] = math.log(split_div)
             u["key"] = np.uint32(key)
-            u["seg"][:] = 0
+            u["src_base"], u["src_rows"], u["dst_base"] = src.base, src.count, d.base
+            u["zero_new"] = int(src.index == 0)
+            segs = [(0, 0, 3), (so[0], do[0], 3), (so[1], do[1], 4), (so[2], do[2], 1),
+                    (so[3], do[3], 3 * k)]
+            u["segments"] = len(segs)
             for g, (a, b, w) in enumerate(segs):
                 u["seg"][g] = (a, b, w, 0)
-            uniforms[name] = self._write(f"rows_{name}")
-        nbytes = {name: 4 * (floats_out if name != STATS else n_stats * n_out) for name in arrays}
+        planes = flat.copy()                                 # statistics: one plane each
+        planes["seg"] = 0
+        planes["segments"] = n_stats
+        for j, (d, src) in enumerate(pairs):
+            for g in range(n_stats):
+                planes[j]["seg"][g] = (g * src.count, g * d.count, 1, 0)
+        for name, data in (("state_u_rows", flat), ("state_u_rows_stats", planes)):
+            self.pool.get(name, data.nbytes, buffer_usage(*UNIFORM_USAGE))
+            self.pool.write(name, data)
+        pending = [prelude] if prelude is not None else []
+        for name in arrays:
+            record = 4 * max(n_stats, 1) if name == STATS else row_bytes(k)
+            new = f"{name}~new"
+            for d in dst_pages or [Page(0, 0, 0)]:
+                self.pool.get(page_name(new, d.index), max(record * d.count, 4), exact=True)
+            uniform = "state_u_rows_stats" if name == STATS else "state_u_rows"
 
-        def encode(enc):
-            if prelude is not None:
-                prelude(enc)
-            for name in arrays:
-                if n_out:
-                    cpass = enc.begin_compute_pass(label=f"rows {name}")
-                    cpass.set_pipeline(self._rows.pipeline(
-                        "apply_params" if name == "params" else "apply_plain"))
+            def encode(enc, name=name, new=new, uniform=uniform):
+                while pending:
+                    pending.pop()(enc)
+                if not pairs:
+                    return
+                cpass = enc.begin_compute_pass(label=f"rows {name}")
+                cpass.set_pipeline(self._rows.pipeline(
+                    "apply_params" if name == "params" else "apply_plain"))
+                for j, (d, src) in enumerate(pairs):
                     cpass.set_bind_group(0, self.pool.bind_group(self._rows, 0, {
-                        "rp": uniforms[name], "src": name, "dst": "state_scratch",
-                        "table": TABLE, "relocated": RELOCATED}))
-                    cpass.dispatch_workgroups(*groups)
-                    cpass.end()
-                    enc.copy_buffer_to_buffer(self.pool["state_scratch"], 0, self.pool[name], 0,
-                                              nbytes[name])
+                        "rp": (uniform, 0, self._row_bytes), "src": page_name(name, src.index),
+                        "dst": page_name(new, d.index), "table": TABLE,
+                        "relocated": RELOCATED}), [j * SLOT])
+                    cpass.dispatch_workgroups(*self._groups(self._rows, "apply_plain", d.count))
+                cpass.end()
 
-        self._submit("applying a row table", encode)
+            self._submit("applying a row table", encode)
+            for d in dst_pages or [Page(0, 0, 0)]:
+                self.pool.adopt(page_name(name, d.index), page_name(new, d.index))
+            p = max(len(dst_pages), 1)
+            while page_name(name, p) in self.pool:
+                self.pool.free(page_name(name, p))
+                p += 1
         self._adopt(n_out)
 
     def _adopt(self, n: int) -> None:
@@ -198,31 +232,36 @@ class DeviceState(TrainState):
         step = self.step
         step.take_losses_into_buffer()
         with self.ctx.guard("resizing the training state"):
-            step.renderer.resize(n, self.k)
-            step.adam.configure(ParamLayout.from_renderer(step.renderer))
-            step.backward.resize(n)
+            step.resize(n)
         step._verify_capacity = True
         self.rows_version += 1
 
     # -- opacity reset -----------------------------------------------------------------------------------
     def reset_opacity(self, value: float) -> None:
-        n = self.n
-        if not n:
+        if not self.n:
             return
-        u = self._u["reset"]
-        groups = self._groups(self._reset, "reset_opacity", n)
-        offs = param_offsets(n)
-        u["n"], u["opacity"], u["x_groups"], u["log_scales"] = n, offs[2], groups[0], offs[0]
-        u["cap_logit"], u["cap"] = np.float32(inverse_sigmoid(value)), value
-        name = self._write("reset")
+        r = self.step.renderer
+        binds = []
+        for page in self.pages:
+            u = self._u["reset"].copy()
+            groups = self._groups(self._reset, "reset_opacity", page.count)
+            offs = param_offsets(page.count)
+            u["n"], u["opacity"], u["x_groups"], u["log_scales"] = (page.count, offs[2], groups[0],
+                                                                   offs[0])
+            u["cap_logit"], u["cap"] = np.float32(inverse_sigmoid(value)), value
+            name = self._write("reset", page, u)
+            binds.append((self.pool.bind_group(self._reset, 0, {
+                "rp": name, "params": page_name("params", page.index),
+                "adam_m": page_name("adam_m", page.index),
+                "adam_v": page_name("adam_v", page.index), "filter3d": r.filter_window(page)}),
+                groups))
 
         def encode(enc):
             cpass = enc.begin_compute_pass(label="opacity reset")
             cpass.set_pipeline(self._reset.pipeline("reset_opacity"))
-            cpass.set_bind_group(0, self.pool.bind_group(self._reset, 0, {
-                "rp": name, "params": "params", "adam_m": "adam_m", "adam_v": "adam_v",
-                "filter3d": "filter3d"}))
-            cpass.dispatch_workgroups(*groups)
+            for bg, groups in binds:
+                cpass.set_bind_group(0, bg)
+                cpass.dispatch_workgroups(*groups)
             cpass.end()
 
         self._submit("resetting opacities", encode)
@@ -245,41 +284,49 @@ class DeviceState(TrainState):
             raise KeyError(f"{type(decision).__name__}.params() lacks {sorted(missing)}")
         for field, value in values.items():
             dp[field] = value
-        self.pool.get("state_u_grow", gp.nbytes, buffer_usage(*UNIFORM_USAGE))
         self.pool.get("state_u_decision", dp.nbytes, buffer_usage(*UNIFORM_USAGE))
         self.pool.write("state_u_decision", dp)
         self.pool.get(PLAN, 4 * max(4 * n, 1))
         self.pool.get("state_allowed", 4 * max(n, 1))
         self.scan.configure(3 * n)
-        groups = self._groups(module, "grow_decide", n)
-        offs = param_offsets(n)
-        gp["n"], gp["samples"], gp["x_groups"] = n, decision.split_samples, groups[0]
-        gp["scan_total"] = self.scan.blocks
-        gp["log_scales"], gp["quats"], gp["opacity"] = offs[0], offs[1], offs[2]
+        gp["samples"], gp["scan_total"], gp["total"] = decision.split_samples, self.scan.blocks, n
 
-        def bind():
+        def uniforms(use_allowed: int) -> list:
+            """Per page: (bind group, grid) of grow_decide; then grow_rows' over all rows."""
+            gp["use_allowed"] = use_allowed
+            out = []
+            for page in self.pages:
+                u = gp.copy()
+                offs = param_offsets(page.count)
+                groups = self._groups(module, "grow_decide", page.count)
+                u["n"], u["base"], u["x_groups"] = page.count, page.base, groups[0]
+                u["log_scales"], u["quats"], u["opacity"] = offs[0], offs[1], offs[2]
+                out.append((bind(self._write("grow", page, u), page.index), groups))
+            return out
+
+        def bind(uniform: str, p: int):
             return self.pool.bind_group(module, 0, {
-                "gp": "state_u_grow", "dp": "state_u_decision", "params": "params",
-                "stats": STATS, "allowed": "state_allowed", "plan": PLAN, "tallies": TALLIES,
-                "table": TABLE, "scan_sums": self.scan.sums})
+                "gp": uniform, "dp": "state_u_decision", "params": page_name("params", p),
+                "stats": page_name(STATS, p), "allowed": "state_allowed", "plan": PLAN,
+                "tallies": TALLIES, "table": TABLE, "scan_sums": self.scan.sums})
 
-        def decide(enc):
+        def decide(enc, passes):
             enc.clear_buffer(self.pool[TALLIES])
             cpass = enc.begin_compute_pass(label="grow: decide")
             if n:
                 cpass.set_pipeline(module.pipeline("grow_decide"))
-                cpass.set_bind_group(0, bind())
-                cpass.dispatch_workgroups(*groups)
+                for bg, groups in passes:
+                    cpass.set_bind_group(0, bg)
+                    cpass.dispatch_workgroups(*groups)
                 self.scan.encode(cpass, PLAN)
             cpass.end()
 
         def counts(use_allowed: int) -> np.ndarray:
-            gp["use_allowed"] = use_allowed
-            self.pool.write("state_u_grow", gp)
+            passes = uniforms(use_allowed)
             parts = [(TALLIES, i) for i in range(5)]
             if n:   # the kept rows, kept rows + clones (the split section's start), all rows
                 parts += [(PLAN, n), (PLAN, 2 * n), (self.scan.sums, self.scan.blocks)]
-            got = self._read_u32(parts, decide)
+            got = self._read_u32(parts, lambda enc: decide(enc, passes))
             return got if n else np.concatenate([got, [0, 0, 0]])
 
         c = counts(0)
@@ -295,15 +342,19 @@ class DeviceState(TrainState):
         kept, kept_clones, total = int(c[5]), int(c[6]), int(c[7])
         split = total - kept_clones
         n_out = kept_clones + decision.split_samples * split
+        self.pool.get(TABLE, 8 * max(n_out, 1))
+        rows_u = gp.copy()      # grow_rows: every row at once (it reads only the plan)
+        groups = self._groups(module, "grow_rows", n)
+        rows_u["n"], rows_u["base"], rows_u["x_groups"] = n, 0, groups[0]
+        rows_uniform = self._write("grow", None, rows_u)
 
         def build(enc):
             cpass = enc.begin_compute_pass(label="grow: rows")
             cpass.set_pipeline(module.pipeline("grow_rows"))
-            cpass.set_bind_group(0, bind())
+            cpass.set_bind_group(0, bind(rows_uniform, 0))
             cpass.dispatch_workgroups(*groups)
             cpass.end()
 
-        self.pool.get(TABLE, 8 * max(n_out, 1))
         self._apply(n_out, key=decision.key, split_div=decision.split_scale_div,
                     prelude=build if n else None)
         peak = float(np.array([c[3]], np.uint32).view(np.float32)[0])
@@ -311,15 +362,31 @@ class DeviceState(TrainState):
                           (int(c[0]), int(c[1]), int(c[2])), peak, bool(capped))
 
     # -- sampling: relocate, sample_add, perturb_means ---------------------------------------------------
-    def _reloc_bind(self, uniform: str):
+    def _reloc_bind(self, uniform: str, p: int = 0):
         return self.pool.bind_group(self._reloc, 0, {
-            "mp": uniform, "params": "params", "weights": "state_weights",
+            "mp": uniform, "params": page_name("params", p), "weights": "state_weights",
             "scan_sums": self.scan.sums, "sources": "state_sources", "counts": "state_counts",
             "relocated": RELOCATED, "table": TABLE, "sigmoid_table": "state_sigmoid"})
 
+    def _reloc_uniform(self, name: str, page: Page | None, entry: str, threads: int,
+                       tag: str = "", **fields) -> tuple:
+        """The relocation uniform ``name`` for ``page`` (None: a dispatch over all rows, with
+        page 0's offsets): its bind group and grid for ``threads`` threads of ``entry``."""
+        u = self._u[name].copy()
+        count = page.count if page is not None else self.n
+        offs = param_offsets(count)
+        groups = self._groups(self._reloc, entry, threads)
+        u["n"], u["base"], u["total"] = count, page.base if page is not None else 0, self.n
+        u["log_scales"], u["quats"], u["opacity"] = offs[0], offs[1], offs[2]
+        u["x_groups"] = groups[0]
+        for k, v in fields.items():
+            u[k] = v
+        uniform = self._write(f"{name}_{entry}{tag}", page, u)
+        return self._reloc_bind(uniform, page.index if page is not None else 0), groups
+
     def _draws(self, relocating: bool, draws: int, min_opacity: float, key: int) -> tuple[int, int]:
         """Weights, their scan and the numbers the host needs (dead rows, total weight); leaves
-        the uniform set for the draws."""
+        the uniforms set for the draws."""
         n = self.n
         self.pool.get("state_weights", 4 * max(n, 1))
         self.pool.get("state_counts", 4 * (n + 1))
@@ -327,21 +394,19 @@ class DeviceState(TrainState):
         self.pool.get(RELOCATED, 8 * max(n, 1))
         self.scan.configure(n)
         u = self._u["reloc"]
-        groups = self._groups(self._reloc, "relocate_weights", max(n, draws))
-        offs = param_offsets(n)
-        u["n"], u["draws"], u["weight_bits"], u["scan_total"] = (n, draws, rows.weight_bits(n),
-                                                                 self.scan.blocks)
-        u["log_scales"], u["quats"], u["opacity"] = offs[0], offs[1], offs[2]
+        u["draws"], u["weight_bits"], u["scan_total"] = draws, rows.weight_bits(n), self.scan.blocks
         u["dead_logit"], u["min_opacity"] = np.float32(inverse_sigmoid(min_opacity)), min_opacity
-        u["key"], u["x_groups"], u["relocating"] = np.uint32(key), groups[0], int(relocating)
-        self._write("reloc")
+        u["key"], u["relocating"], u["new_rows"] = np.uint32(key), int(relocating), 0
+        weigh_passes = [self._reloc_uniform("reloc", page, "relocate_weights", page.count)
+                        for page in self.pages]
 
         def weigh(enc):
             enc.clear_buffer(self.pool["state_counts"])
             cpass = enc.begin_compute_pass(label="relocation weights")
             cpass.set_pipeline(self._reloc.pipeline("relocate_weights"))
-            cpass.set_bind_group(0, self._reloc_bind("state_u_reloc"))
-            cpass.dispatch_workgroups(*groups)
+            for bg, groups in weigh_passes:
+                cpass.set_bind_group(0, bg)
+                cpass.dispatch_workgroups(*groups)
             self.scan.encode(cpass, "state_weights")
             cpass.end()
 
@@ -349,19 +414,31 @@ class DeviceState(TrainState):
                                      weigh)
         return int(dead), int(total)
 
-    def _relocation_apply(self, n_out: int, draws: int) -> None:
-        n = self.n
+    def _relocation_apply(self, n_out: int, draws: int, relocating: bool) -> None:
+        self.pool.get(TABLE, 8 * max(n_out, 1))
+        passes = []     # (entry, bind group, grid)
+        if relocating:
+            passes += [("relocate_draw", *self._reloc_uniform("reloc", p, "relocate_draw", p.count))
+                       for p in self.pages]
+        else:
+            passes.append(("relocate_draw", *self._reloc_uniform("reloc", None, "relocate_draw",
+                                                                  draws)))
+        passes += [("relocate_values", *self._reloc_uniform("reloc", p, "relocate_values", p.count))
+                   for p in self.pages]
+        passes += [("relocate_rows", *self._reloc_uniform("reloc", p, "relocate_rows", p.count))
+                   for p in self.pages]
+        if draws:
+            passes.append(("relocate_rows", *self._reloc_uniform(
+                "reloc", None, "relocate_rows", draws, "_new", new_rows=1)))
 
         def build(enc):
             cpass = enc.begin_compute_pass(label="relocation rows")
-            cpass.set_bind_group(0, self._reloc_bind("state_u_reloc"))
-            for entry, count in (("relocate_draw", draws), ("relocate_values", n),
-                                 ("relocate_rows", n_out)):
+            for entry, bg, groups in passes:
                 cpass.set_pipeline(self._reloc.pipeline(entry))
-                cpass.dispatch_workgroups(*self._groups(self._reloc, entry, count))
+                cpass.set_bind_group(0, bg)
+                cpass.dispatch_workgroups(*groups)
             cpass.end()
 
-        self.pool.get(TABLE, 8 * max(n_out, 1))
         self._apply(n_out, prelude=build)
 
     def relocate(self, min_opacity: float, key: int) -> int:
@@ -371,7 +448,7 @@ class DeviceState(TrainState):
         dead, total = self._draws(True, 0, min_opacity, key)
         if dead == 0 or total == 0:
             return 0
-        self._relocation_apply(n, n)
+        self._relocation_apply(n, 0, True)
         return dead
 
     def sample_add(self, count: int, min_opacity: float, key: int) -> int:
@@ -381,23 +458,19 @@ class DeviceState(TrainState):
         _, total = self._draws(False, count, min_opacity, key)
         if total == 0:
             return 0
-        self._relocation_apply(n + count, count)
+        self._relocation_apply(n + count, count, False)
         return count
 
     def encode_perturb(self, cpass, scale: float, key: int) -> None:
         """Record the position noise into the caller's pass (the step: before Adam)."""
-        n = self.n
-        if not n:
+        if not self.n:
             return
-        u = self._u["perturb"]
-        groups = self._groups(self._reloc, "perturb_means", n)
-        offs = param_offsets(n)
-        u["n"], u["log_scales"], u["quats"], u["opacity"] = n, offs[0], offs[1], offs[2]
-        u["noise_scale"], u["key"], u["x_groups"] = scale, np.uint32(key), groups[0]
-        name = self._write("perturb")
         cpass.set_pipeline(self._reloc.pipeline("perturb_means"))
-        cpass.set_bind_group(0, self._reloc_bind(name))
-        cpass.dispatch_workgroups(*groups)
+        for page in self.pages:
+            bg, groups = self._reloc_uniform("perturb", page, "perturb_means", page.count,
+                                             noise_scale=scale, key=np.uint32(key))
+            cpass.set_bind_group(0, bg)
+            cpass.dispatch_workgroups(*groups)
 
     def perturb_means(self, scale: float, key: int) -> None:
         def encode(enc):

@@ -44,11 +44,13 @@ from .appearance import GpuAppearance
 from .backward import GRAD2D_FLOATS, GpuBackward
 from .filter3d import Filter3D
 from .loss import RESULT_BYTES, GpuLoss
-from .pool import BufferPool
+from .pages import page_name
+from .pool import UNIFORM_USAGE, BufferPool, buffer_usage
 from .pose import GpuPose
 from .renderer import COUNTERS_BYTES, GpuRenderer, max_gaussians
 from .runtime import GpuContext
 from .shaders import ShaderLibrary
+from .sort import grid_2d
 from .state import DeviceState
 
 HISTORY = 64                      # steps per ring of losses and counters
@@ -101,6 +103,13 @@ class GpuTrainStep(TrainStep):
                                     history=history, pose=self.pose is not None)
         self.adam = GpuAdam(ctx, self.pool, self.lib, config, params="params", grads="grads",
                             zero_grads=False)   # project_backward writes every gradient
+        # A step of one view applies Adam inside the projection backward pass (no gradient
+        # buffer); batches, the data-parallel reduction, MCMC's noise between the gradients and the
+        # update, and parameter terms write `grads` and run adam.wgsl (allocated when first needed).
+        self.fused_adam = self.backward.fusable
+        self.last_step_fused = False
+        if self.fused_adam:
+            self.adam.fused_dtype(self.backward.fused_module().struct_dtype("FusedAdam"))
         self.app = None
         if self.appearance is not None:   # --appearance: the matrices live on the device
             self.app = GpuAppearance(ctx, self.pool, self.lib, len(self.appearance.params),
@@ -125,6 +134,7 @@ class GpuTrainStep(TrainStep):
         self.steps = 0
         self.overflowed_steps = 0
         self.max_intersections = 0
+        self._observe = None          # observe.wgsl, compiled when a strategy first observes
         self._state = DeviceState(self, tuple(arrays.stats))
         self._state.upload(arrays)
 
@@ -135,9 +145,89 @@ class GpuTrainStep(TrainStep):
 
     @property
     def max_gaussians(self) -> int:
-        # per Gaussian besides the parameters: screen-space gradients, the statistics
-        return max_gaussians(self.ctx, self.renderer.sh_coeffs,
-                             (4 * GRAD2D_FLOATS, 4 * len(self.statistics)))
+        """The most Gaussians this step can hold: what the adapter's bindings reach
+        (:func:`~wgsl_splat.gpu.renderer.max_gaussians`) and what its memory budget holds
+        (:attr:`~wgsl_splat.gpu.runtime.GpuContext.memory_bytes`) beside the image-sized buffers
+        of the views trained so far, a row operation's headroom included."""
+        cap = max_gaussians(self.ctx, self.renderer.sh_coeffs)
+        budget = self.ctx.memory_bytes
+        if budget is not None:
+            cap = min(cap, max(0, budget - self.fixed_bytes()) // self.bytes_per_gaussian(True))
+        return cap
+
+    def bytes_per_gaussian(self, headroom: bool = False) -> int:
+        """Device bytes one more Gaussian costs in a step: parameters and moments, gradients
+        unless Adam is fused, the splat, its gradients, rectangle and depth-sort entries, the
+        statistics, the 3D filter, room for intersections (12 at 4 bytes); ``headroom``: plus
+        what a row operation needs beyond the step (one array's new pages while the old ones
+        exist, the step's per-splat buffers freed)."""
+        from .pages import RECT_BYTES, SPLAT_BYTES, row_bytes  # noqa: PLC0415
+
+        k = self.renderer.sh_coeffs
+        per = row_bytes(k) * (3 if self.fused_adam else 4)
+        per_splat = SPLAT_BYTES + 4 * GRAD2D_FLOATS + RECT_BYTES + 16
+        per += per_splat + 4 * max(len(self.statistics), 1) + 4 * self.render_config.antialiased
+        per += 48
+        if headroom:
+            per += max(row_bytes(k) - per_splat, 0)
+        return per
+
+    def fixed_bytes(self) -> int:
+        """Device bytes that do not grow with N: the image-sized buffers of the largest view so
+        far (the image, last contributors and transmittances, dL/dimage, the loss's scratch, one
+        resident training image), the emission and sort tables, and a margin."""
+        r = self.renderer
+        pixels = r.width * r.height
+        loss = 36 if self.loss.variant == "tiled" else 48
+        tables = sum(self.pool.size(n) for n in ("emit_table", r.depth_sort.table)
+                     if n in self.pool)
+        return pixels * (12 + 8 + 12 + loss + 12) + tables + (16 << 20)
+
+    def _cache_budget(self) -> int:
+        """Bytes the resident training images may take now: the configured cache, within what
+        the memory budget leaves beside everything else the pool holds."""
+        budget = self.ctx.memory_bytes
+        if budget is None:
+            return self.target_cache_bytes
+        others = self.pool.current_bytes - self._target_bytes
+        return max(0, min(self.target_cache_bytes, budget - others - (16 << 20)))
+
+    def release_transients(self) -> None:
+        """Free the buffers a step rebuilds anyway (before a row operation needs the room): the
+        splats, their gradients and rectangles, the depth sort's, the gradients of a batched
+        step."""
+        r = self.renderer
+        names = ["splats", "splats_hi", "rects", "grad2d", "grad2d_hi", "grad2d_copy",
+                 r.depth_sort.keys, r.depth_sort.vals, r.depth_sort.keys_tmp,
+                 r.depth_sort.vals_tmp]
+        p = 0
+        while page_name("grads", p) in self.pool:
+            names.append(page_name("grads", p))
+            p += 1
+        for name in names:
+            self.pool.free(name)
+        r.depth_sort._config = None
+
+    def resize(self, n: int) -> None:
+        """Everything sized by N follows ``n`` rows of the state (its pages already hold them)."""
+        r = self.renderer
+        r.resize(n, r.sh_coeffs)
+        self._configure_adam()
+        self.backward.resize(n)
+
+    def _configure_adam(self) -> None:
+        r = self.renderer
+        for name in ("adam_m", "adam_v"):
+            r.alloc_paged(name, r.num, r.sh_coeffs)
+        self.adam.configure_pages(r.pages, r.sh_coeffs, roles=(), allocate=False)
+        if page_name("grads", 0) in self.pool:
+            r.alloc_paged("grads", r.num, r.sh_coeffs)
+
+    def _ensure_grads(self) -> None:
+        """The gradient pages (a batched or a non-fused step, the data-parallel reduction, the
+        gradient check), made at their exact size when first needed (cheap once they exist)."""
+        r = self.renderer
+        r.alloc_paged("grads", r.num, r.sh_coeffs)
 
     def _upload(self, arrays: HostArrays) -> None:
         self.take_losses_into_buffer()
@@ -147,20 +237,21 @@ class GpuTrainStep(TrainStep):
                  else None)
         with self.ctx.guard("uploading the training state"):
             self.renderer.upload_model(model, keep_filter=True)   # N changed: zeros until updated
-            self.adam.configure(ParamLayout.from_renderer(self.renderer))
-            self.adam.upload_state(arrays.adam)
+            self._configure_adam()
+            self.renderer.write_paged("adam_m", arrays.adam.m.astype(np.float32))
+            self.renderer.write_paged("adam_v", arrays.adam.v.astype(np.float32))
+            self.adam.step = int(arrays.adam.step)
             self.backward.configure(n, stats)
         self._verify_capacity = True
 
     def get_model(self) -> GaussianModel:
-        r = self.renderer
-        flat = self.pool.read_array("params", np.float32, r.num_params)
-        return ParamLayout.unpack(flat, r.num, r.sh_coeffs)
+        return self.renderer.read_paged("params")
 
     def _download(self) -> HostArrays:
         r = self.renderer
         stats = self.backward.read_stats() if self._state.stat_names else None
-        return HostArrays(self.get_model(), self.adam.read_state(r.num, r.sh_coeffs),
+        adam = AdamState(r.read_paged("adam_m"), r.read_paged("adam_v"), self.adam.step)
+        return HostArrays(self.get_model(), adam,
                           {k: stats[i].copy() for i, k in enumerate(self._state.stat_names)})
 
     @property
@@ -221,9 +312,14 @@ class GpuTrainStep(TrainStep):
         img = np.ascontiguousarray(target, np.float32)
         if img.ndim != 3 or img.shape[2] != 3:
             raise ValueError(f"target must be (H, W, 3), got {img.shape}")
-        if view_id is None or img.nbytes > self.target_cache_bytes:
+        cache = self._cache_budget()
+        if view_id is None or img.nbytes > cache:
+            while self._targets:      # memory is short: no resident image stays
+                _, (old, nbytes) = self._targets.popitem(last=False)
+                self.pool.free(old)
+                self._target_bytes -= nbytes
             return self.loss.upload_target(img, "target_scratch")
-        while self._targets and self._target_bytes + img.nbytes > self.target_cache_bytes:
+        while self._targets and self._target_bytes + img.nbytes > cache:
             _, (old, nbytes) = self._targets.popitem(last=False)
             self.pool.free(old)
             self._target_bytes -= nbytes
@@ -295,7 +391,8 @@ class GpuTrainStep(TrainStep):
         with self.ctx.guard("encoding and submitting the training step"):
             enc = self.ctx.device.create_command_encoder(label="train step")
             if pose_view is not None:   # the corrected pose over the render uniform's
-                self.pose_opt.encode_apply(enc)
+                self.pose_opt.encode_apply(enc, [self.renderer.page_uniform(page)
+                                                 for page in self.renderer.pages])
             if self.profiler is None:
                 cpass = enc.begin_compute_pass(label="train step")
                 for _name, encode in stages:
@@ -326,7 +423,8 @@ class GpuTrainStep(TrainStep):
         """``(name, encode(cpass))`` of one view, in order (all in one pass unless profiling).
         ``accumulate``: add the gradients to the batch's sum so far. ``update = (batch_size,
         noise)``: append the step's update (None: none); ``noise = (scale, key)`` is MCMC's
-        position noise before the update (gsplat's order). ``appearance``: the view's colour
+        position noise before the update (gsplat's order). A lone view's update runs inside the
+        projection backward pass (:attr:`fused_adam`). ``appearance``: the view's colour
         transform between the render and the loss (:meth:`GpuAppearance.prepare` done). ``pose``:
         the update of the view's pose correction after the backward pass (:meth:`GpuPose.prepare`
         and :meth:`GpuPose.encode_apply` done)."""
@@ -335,6 +433,11 @@ class GpuTrainStep(TrainStep):
         def loss(cpass):
             self.loss.encode(cpass, image=image, target=target_name, grad=grad, slot=slot)
 
+        fused = (self.fused_adam and update is not None and update[0] == 1 and update[1] is None
+                 and not accumulate)
+        self.last_step_fused = fused
+        if not fused:
+            self._ensure_grads()
         stages = list(self.renderer.forward_stages())
         if appearance:
             stages.append(("appearance", self.app.encode_apply))
@@ -343,18 +446,25 @@ class GpuTrainStep(TrainStep):
             stages.append(("appearance backward", self.app.encode_backward))
         if self.renderer.num:
             stages.append(("raster backward", lambda cpass: self.backward.encode_raster(cpass)))
-        stages.append(("project backward", lambda cpass: self.backward.encode_project(
-            cpass, stats=bool(self._state.stat_names), accumulate=accumulate)))
+        stats = bool(self._state.stat_names)
+        if fused:
+            uniform = self.adam.encode_fused()
+            stages.append(("project backward + adam", lambda cpass: self.backward.encode_project(
+                cpass, stats=stats, adam=uniform)))
+        else:
+            stages.append(("project backward", lambda cpass: self.backward.encode_project(
+                cpass, stats=stats, accumulate=accumulate)))
         if pose:
             stages.append(("pose update", self.pose_opt.encode_update))
         if self.backward.terms:
             stages.append(("loss terms", lambda cpass: self.backward.encode_terms(
                 cpass, self.loss.n_result, slot)))
-        if update is not None:
+        if update is not None and not fused:
             stages += self._update_stages(*update)
         return stages
 
     def _update_stages(self, batch_size: int, noise) -> list:
+        self._ensure_grads()
         stages = []
         if noise is not None:
             stages.append(("mcmc noise", lambda cpass: self._state.encode_perturb(cpass, *noise)))
@@ -370,7 +480,8 @@ class GpuTrainStep(TrainStep):
         self.blocked_seconds += time.perf_counter() - t
 
     def read_reduction(self):
-        grads = self.pool.read_array("grads", np.float32, self.renderer.num_params)
+        self._ensure_grads()
+        grads = ParamLayout.pack(self.renderer.read_paged("grads"))
         if not self.statistics:
             return grads, np.zeros(0, np.float32)
         planes = dict(zip(self._state.stat_names, self.backward.read_stats()))
@@ -380,14 +491,16 @@ class GpuTrainStep(TrainStep):
                 np.concatenate(maxima) if maxima else np.zeros(0, np.float32))
 
     def write_reduction(self, sums, maxima) -> None:
-        p, n = self.renderer.num_params, self.renderer.num
-        self.pool.write("grads", np.ascontiguousarray(sums[:p], np.float32))
+        r = self.renderer
+        p, n = r.num_params, r.num
+        self._ensure_grads()
+        r.write_paged("grads", ParamLayout.unpack(np.asarray(sums[:p], np.float32), n,
+                                                  r.sh_coeffs))
         if self.statistics:
             added, maxed = reduction_layout(self.statistics)
             values = {s.name: sums[p + j * n:p + (j + 1) * n] for j, s in enumerate(added)}
             values.update({s.name: maxima[j * n:(j + 1) * n] for j, s in enumerate(maxed)})
-            self.pool.write("stats", np.concatenate(
-                [values[s.name] for s in self.statistics]).astype(np.float32))
+            self.backward.configure(n, np.stack([values[s.name] for s in self.statistics]))
 
     def enable_profiling(self, on: bool = True) -> bool:
         """Time every stage of the following steps with timestamp queries (one pass per stage);
@@ -435,6 +548,56 @@ class GpuTrainStep(TrainStep):
             self.renderer.ensure_capacity(int(totals.max() * 1.25))
         self._pending = 0
 
+    def observe(self, views, weights, into, active_sh_degree=None) -> list[np.ndarray]:
+        """:meth:`TrainStep.observe` on the device: per view a forward render read back, the
+        weight map computed on the host and uploaded as dL/dimage, the rasterisation backward and
+        ``observe.wgsl`` (grad2d's colour part into the statistics' planes, grad2d cleared)."""
+        names = self._state.stat_names
+        missing = [k for k in into if k not in names]
+        if missing or not 1 <= len(into) <= 3:
+            raise ValueError(f"observe into {into}: 1-3 of this state's statistics {names}")
+        planes = np.zeros(4, np.uint32)
+        planes[:len(into)] = [names.index(k) for k in into]
+        if self._observe is None:
+            self._observe = self.lib.module("observe")
+        module, r = self._observe, self.renderer
+        block = module.workgroup_size("observe")[0]
+        images = []
+        for view in views:
+            image = r.render(view.camera, self.background, readback=True,
+                             active_sh_degree=active_sh_degree)
+            images.append(image)
+            if not r.num:
+                continue
+            w = np.ascontiguousarray(weights(image, np.asarray(view.target, np.float32)),
+                                     np.float32)
+            if w.shape != image.shape:
+                raise ValueError(f"weights of shape {w.shape} for an image of {image.shape}")
+            self.pool.get("grad_image", w.nbytes)
+            self.pool.write("grad_image", w)
+            dispatches = []        # once per page (gpu/pages.py): rows local to the page
+            for page in r.pages:
+                groups = grid_2d(-(-page.count // block))
+                u = np.zeros((), module.struct_dtype("ObserveParams"))
+                u["n"], u["x_groups"], u["planes"] = page.count, groups[0], planes
+                name = page_name("observe_params", page.index)
+                self.pool.get(name, u.nbytes, buffer_usage(*UNIFORM_USAGE))
+                self.pool.write(name, u)
+                dispatches.append((groups, {
+                    "op": name, "grad2d": r.paging.splat_window("grad2d", page),
+                    "stats": page_name("stats", page.index)}))
+            with self.ctx.guard("observing a view"):
+                enc = self.ctx.device.create_command_encoder(label="observe")
+                cpass = enc.begin_compute_pass(label="observe")
+                self.backward.encode_raster(cpass, "grad_image")
+                cpass.set_pipeline(module.pipeline("observe", {"COUNT": len(into)}))
+                for groups, entries in dispatches:
+                    cpass.set_bind_group(0, self.pool.bind_group(module, 0, entries))
+                    cpass.dispatch_workgroups(*groups)
+                cpass.end()
+                self.ctx.queue.submit([enc.finish()])
+        return images
+
     def take_losses(self) -> list[float]:
         """Losses of the steps since the last call, in order (at most one blocking read)."""
         self.take_losses_into_buffer()
@@ -463,7 +626,10 @@ class GpuTrainStep(TrainStep):
             self.pool.get("grad_image", g.nbytes)
             self.pool.write("grad_image", g)
         n = r.num
-        self.pool.get("grad2d_copy", 4 * GRAD2D_FLOATS * max(n, 1))
+        self._ensure_grads()
+        split = r.paging.split
+        g2 = 4 * GRAD2D_FLOATS
+        self.pool.get("grad2d_copy", g2 * max(n, 1), windowed=True)
         with self.ctx.guard("computing gradients"):
             enc = self.ctx.device.create_command_encoder(label="gradients")
             cpass = enc.begin_compute_pass(label="forward+raster backward")
@@ -474,13 +640,15 @@ class GpuTrainStep(TrainStep):
                 self.backward.encode_raster(cpass, "grad_image")
             cpass.end()
             enc.copy_buffer_to_buffer(self.pool["grad2d"], 0, self.pool["grad2d_copy"], 0,
-                                      4 * GRAD2D_FLOATS * max(n, 1))
+                                      g2 * min(max(n, 1), split))
+            if n > split:
+                enc.copy_buffer_to_buffer(self.pool["grad2d_hi"], 0, self.pool["grad2d_copy"],
+                                          g2 * split, g2 * (n - split))
             cpass = enc.begin_compute_pass(label="projection backward")
             self.backward.encode_project(cpass, stats=False)
             cpass.end()
             self.ctx.queue.submit([enc.finish()])
-        grads = ParamLayout.unpack(self.pool.read_array("grads", np.float32, r.num_params), n,
-                                   r.sh_coeffs)
+        grads = r.read_paged("grads")
         raw = self.pool.read_array("grad2d_copy", np.float32, GRAD2D_FLOATS * n).reshape(n, GRAD2D_FLOATS)
         screen = raw[:, [0, 1, 2, 4, 5, 6, 8, 9, 10]].copy()
         loss = self.loss.read_loss(0).loss if dL_dimage is None else None

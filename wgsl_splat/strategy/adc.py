@@ -248,8 +248,8 @@ class ADC(Strategy):
                            f"values can constrain (--max-params-per-observation "
                            f"{c.max_params_per_observation:g}; 0 turns this off)")
                 else:
-                    why = ("the most this adapter's storage bindings hold (a lower --sh-degree "
-                           "holds more)")
+                    why = ("the most this adapter's memory holds beside the training views "
+                           "(WGSL_SPLAT_DEVICE_MEMORY sets it; a lower --sh-degree holds more)")
                 self.ctx.log(f"step {it}: densification capped at {self.cap} Gaussians, {why}")
                 self.cap_logged = True
         white_reset = c.white_background_reset and self.ctx.white_background and it == c.start

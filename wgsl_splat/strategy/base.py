@@ -55,7 +55,11 @@ class StrategyContext:
     max_gaussians: int | None = None       # the most the path can hold (adapter bindings)
     observations: int | None = None        # values the training views constrain: 3 × their pixels
     params_per_gaussian: int = 59          # trained floats per Gaussian (59 at SH degree 3)
+    iters: int | None = None               # the run's last step
     log: Callable[[str], None] = print
+    #: the training views (cameras, images, observations through the step): set by the trainer
+    #: once the step exists (wgsl_splat.training.views.TrainingViews)
+    views: object | None = None
 
 
 class Strategy(ABC):
@@ -67,6 +71,9 @@ class Strategy(ABC):
     Config: ClassVar[type]
     statistics: ClassVar[tuple] = ()   # Statistic declarations (training/statistics.py)
     loss_defaults: ClassVar[dict[str, float]] = {}
+    #: preset name -> overrides of the run's configuration (dotted paths of TrainConfig, e.g.
+    #: ``iters``) for runs of this strategy, applied after the preset's own
+    run_presets: ClassVar[dict[str, dict]] = {}
 
     def __init__(self, config, ctx: StrategyContext) -> None:
         self.config = config
@@ -86,6 +93,16 @@ class Strategy(ABC):
         """Factor on the k-NN initial scale."""
         return 1.0
 
+    def random_init_points(self, requested: int) -> int:
+        """How many random points a scene without a point cloud starts from, of the
+        ``random_init_points`` the run asks for."""
+        return requested
+
+    def resolution(self, iteration: int) -> int:
+        """The step's training views are downscaled by this factor (1: the training resolution;
+        a resolution schedule must end at 1)."""
+        return 1
+
     @property
     def refine_stop(self) -> int:
         """The step after which the strategy no longer changes the set of Gaussians."""
@@ -99,6 +116,13 @@ class Strategy(ABC):
     def after_step(self, iteration: int, state: TrainState) -> list[str]:
         """Edit the state after step ``iteration`` (densify, prune, relocate, reset); returns the
         log lines of what it did."""
+
+    @classmethod
+    def exercise_kernels(cls, step, view) -> None:
+        """Run every shader variant of the strategy's own (its decisions' grow kernels, view
+        observations) once on ``step``, a tiny GPU step with the strategy's statistics, and
+        ``view``: the portability tour (wgsl_splat/tools/portability.py) compiles what this
+        creates for every platform."""
 
     # -- checkpoints ----------------------------------------------------------------------------
     def state_dict(self) -> dict:

@@ -15,7 +15,8 @@ Per configuration and path:
 - ``stages``: device milliseconds per stage from timestamp queries (medians over profiled steps);
   on the NumPy path, or without timestamp queries, fenced host timing per stage;
 - ``forward``: a forward render alone with the image read back;
-- ``peak_bytes``: peak device memory of the buffer pool, and per Gaussian;
+- ``peak_bytes``: peak device memory of the buffer pool, and per Gaussian; ``memory``: every
+  buffer the pool held at that peak (name, bytes), the report of memory per buffer;
 - ``roofline``: per stage the work its kernels do (FLOP, bytes, dispatches; :mod:`.roofline`), the
   time that work takes at the adapter's measured limits (``limits`` of the report: FMA rate, a copy
   kernel's bandwidth, the cost of an empty dispatch), the measured stage time and their ratio.
@@ -36,8 +37,15 @@ BENCH_SCENES = {
     "medium": (10_000, 490, 273),    # multi-view, T&T train
     "large": (20_000, 270, 480),     # single image (M7)
     "huge": (200_000, 1920, 1080),   # GPU only
+    "mem": (500_000, 1280, 800),     # issue 23's memory target: 500k Gaussians at ~1 MP
+    "1m": (1_000_000, 1920, 1080),   # GPU only: the step at real-capture scale
+    "3m": (3_000_000, 1920, 1080),   # GPU only; past one 128 MiB binding of parameters
 }
+#: above this many points the scene's initial scales come from a sample's k-NN distances (the
+#: exact k-NN of millions of points takes minutes on one core; a timing benchmark needs neither)
+KNN_EXACT_MAX = 500_000
 SEED_SCENES = ("small", "medium", "large")
+ALL_SCENES = SEED_SCENES + ("huge",)        # --preset all (mem, 1m, 3m are named explicitly)
 #: the predecessor's Apple M2 Max GPU seconds per iteration (docs/design.md §6)
 PREDECESSOR_GPU_S = {"small": 0.215, "medium": 3.1, "large": 5.65}
 
@@ -56,7 +64,28 @@ def make_scene(n: int, width: int, height: int, seed: int = 0):
     from ..model import GaussianModel
 
     scene = make_default_scene(width, height, num_cameras=2, num_points=n, seed=seed)
-    model = GaussianModel.from_points(scene.points, scene.colors, sh_degree=3)
+    if n <= KNN_EXACT_MAX:
+        model = GaussianModel.from_points(scene.points, scene.colors, sh_degree=3)
+    else:
+        # the scale of a sample's median k-NN distance, scaled to the full density (the points lie
+        # on surfaces: squared spacing ∝ 1/n)
+        from ..model import (
+            inverse_sigmoid,
+            knn_mean_sq_dist,
+            num_sh_coeffs,
+            rgb_to_sh_dc,
+        )
+
+        rng = np.random.default_rng(seed)
+        sample = rng.choice(n, KNN_EXACT_MAX // 5, replace=False)
+        d2 = float(np.median(knn_mean_sq_dist(scene.points[sample], k=3))) * len(sample) / n
+        sh = np.zeros((n, num_sh_coeffs(3), 3), np.float32)
+        sh[:, 0] = rgb_to_sh_dc(np.asarray(scene.colors, np.float64))
+        quats = np.zeros((n, 4), np.float32)
+        quats[:, 0] = 1.0
+        model = GaussianModel(np.asarray(scene.points, np.float32),
+                              np.full((n, 3), 0.5 * np.log(max(d2, 1e-14)), np.float32), quats,
+                              np.full(n, inverse_sigmoid(0.1), np.float32), sh)
     centres = np.stack([c.center for c in scene.cameras])
     extent = 1.1 * float(np.linalg.norm(centres - centres.mean(0), axis=1).max())
     return model, scene.cameras[0], np.ascontiguousarray(scene.images[0], np.float32), extent
@@ -144,6 +173,7 @@ def bench_gpu(ctx, cfg: Config, steps: int, warmup: int, stages: bool = True,
         peak = step.counters["peak_bytes"]
         out[m]["peak_bytes"] = peak
         out[m]["bytes_per_gaussian"] = peak / cfg.n
+        out[m]["memory"] = step.pool.report()
     return out
 
 
@@ -248,6 +278,9 @@ def format_report(report: dict) -> str:
                 lines.append(f"{r['config']} {path}: {r['mode']} step {100 * (ratio - 1):+.1f}% "
                              f"vs classic{extra}")
     for r in report["results"]:
+        if "gpu" in r and r["gpu"].get("memory"):
+            lines += format_memory(r["gpu"], r["n"], _label(r))
+    for r in report["results"]:
         for path in ("gpu", "cpu"):
             if path in r and r[path].get("stages"):
                 st = r[path]["stages"]
@@ -274,6 +307,25 @@ def format_report(report: dict) -> str:
             lines.append(f"{r['config']} vs predecessor's M2 Max GPU {ref:.0f} ms/iter: "
                          f"{ref / r['gpu']['step']['median_ms']:.1f}x faster")
     return "\n".join(lines)
+
+
+def format_memory(g: dict, n: int, label: str, top: int = 14) -> list[str]:
+    """The pool's buffers at its peak, largest first, bytes per Gaussian each (pages of one array
+    summed: ``params`` is ``params`` and ``params@1`` ...)."""
+    merged: dict[str, int] = {}
+    for name, size in g["memory"]:
+        merged[name.split("@")[0]] = merged.get(name.split("@")[0], 0) + size
+    rows = sorted(merged.items(), key=lambda kv: -kv[1])
+    lines = [(f"{label} memory at the peak: {g['peak_bytes'] / 2**20:.1f} MiB = "
+              f"{g['peak_bytes'] / n:.0f} bytes per Gaussian; per buffer (MiB, bytes/Gaussian):")]
+    shown = rows[:top]
+    rest = sum(size for _, size in rows[top:])
+    width = max([24] + [len(name) for name, _ in shown])
+    lines += [f"  {name:<{width}} {size / 2**20:>9.2f} {size / n:>8.1f}" for name, size in shown]
+    if rest:
+        lines.append(f"  {f'({len(rows) - top} others)':<{width}} {rest / 2**20:>9.2f} "
+                     f"{rest / n:>8.1f}")
+    return lines
 
 
 def _label(r: dict) -> str:

@@ -192,6 +192,7 @@ def tour(ctx, log=print) -> list:
                         for active in range(degree + 1):      # SH constants; ACCUMULATE 0 and 1
                             view = View(cam, target, view_id=0)
                             step.step_batch([view, view], active)
+                            step.step_batch([view], active)   # Adam in project_backward
                         step.take_losses()
                         if degree == 3 and stats:
                             _backward_variants(step, combos, GpuBackward)
@@ -263,7 +264,13 @@ def _generated_variants(ctx, model, cam, target, config, strategies, terms, Loss
                                         render_config=config)
                     view = View(cam, target, view_id=0)
                     step.step_batch([view, view], 3)
+                    step.step_batch([view], 3)   # a lone view: the fused Adam sink when fusable
                     step.take_losses()
+    for name in sorted(strategies):    # each strategy's own kernels (Strategy.exercise_kernels)
+        cls = strategies[name]
+        step = GpuTrainStep(ctx, HostArrays.fresh(model, cls.statistics), OptimConfig(),
+                            render_config=config)
+        cls.exercise_kernels(step, View(cam, target, view_id=0))
 
 
 def _densify(step, ADCRound, adc_round) -> None:

@@ -193,6 +193,18 @@ def step_work(step) -> dict[str, Work]:
                                  "Gaussian"),
         "adam": Work(ADAM_FLOP * n * param_floats, 32 * n * param_floats, 1, "parameter"),
     }
+    if step.last_step_fused:
+        # one dispatch (per page): the gradients go into the Adam update instead of a buffer; the
+        # parameters are read and written, the moments read and written, no gradient moves
+        pb, adam = work.pop("project backward"), work.pop("adam")
+        work["project backward + adam"] = Work(
+            pb.flop + adam.flop, n * (24 * param_floats + SPLAT_BYTES + 2 * GRAD2D_BYTES + 24), 1,
+            "Gaussian")
+    pages = len(r.pages)
+    for name in ("project", "project backward", "project backward + adam", "adam"):
+        if name in work and pages > 1:
+            w = work[name]
+            work[name] = Work(w.flop, w.bytes, w.dispatches * pages, w.unit)
     return work
 
 

@@ -161,7 +161,8 @@ def _upgrade(d: dict) -> dict:
 
 def make_config(preset: str = "default", strategy: str = "adc") -> TrainConfig:
     """The configuration a run starts from before its flags: the defaults, the strategy's loss
-    terms (``Strategy.loss_defaults``), then the preset's overrides."""
+    terms (``Strategy.loss_defaults``), the preset's overrides, then the strategy's own for that
+    preset (``Strategy.run_presets``: its schedule)."""
     cfg = TrainConfig()
     if strategy not in STRATEGIES:
         raise ValueError(f"unknown strategy {strategy!r}; choose from {', '.join(STRATEGIES)}")
@@ -169,6 +170,8 @@ def make_config(preset: str = "default", strategy: str = "adc") -> TrainConfig:
     for key, value in STRATEGIES[strategy].loss_defaults.items():
         setattr(cfg.loss, key, value)
     options.apply_preset(cfg, preset)
+    for path, value in STRATEGIES[strategy].run_presets.get(preset, {}).items():
+        options.set_path(cfg, path, value)
     return cfg
 
 

@@ -250,6 +250,25 @@ class ReplicatedStep(TrainStep):
 
     write_reduction = clear_stats = read_reduction
 
+    def observe(self, views, weights, into, active_sh_degree=None):
+        """One observation for every replica: the first replica of each process observes, and
+        every replica takes global replica 0's result (through the reduction: the others add
+        zeros), so that all decide alike (a device's atomic sums have no fixed order)."""
+        first = self.replicas[0]
+        images = first.observe(views, weights, into, active_sh_degree)
+        stats = first.state.read_stats()
+        mine = np.concatenate([stats[k] for k in into]).astype(np.float32)
+        if self.offset:
+            mine[:] = 0
+        total, _ = self.reducer.reduce(mine, np.zeros(0, np.float32))
+        n = len(stats[into[0]])
+        for r in self.replicas:
+            arrays = r.state.download()
+            for j, k in enumerate(into):
+                arrays.stats[k] = np.asarray(total[j * n:(j + 1) * n], np.float32).copy()
+            r.state.upload(arrays)
+        return images
+
     def take_losses(self) -> list[float]:
         """This process's views' losses (every replica's, replica by replica)."""
         return [x for r in self.replicas for x in r.take_losses()]

@@ -11,6 +11,11 @@ strategy when it has used them.
 
 The three of 3DGS's adaptive density control are declared here under 3DGS's names; a strategy that
 needs another declares its own :class:`Statistic` (it registers itself by name).
+
+A statistic of the observable :data:`OBSERVED` is not accumulated by the training step: a view
+observation fills it (:meth:`~wgsl_splat.training.step.TrainStep.observe`: per Gaussian, its
+blending weights α·T summed over the pixels of a view, weighted by a per-pixel map the strategy
+computes from the render and the image), when the strategy asks for one.
 """
 
 from __future__ import annotations
@@ -40,8 +45,13 @@ class Observable:
     ``project_backward.wgsl``'s statistics function (``v0.xy``: dL/dmean2d in pixels, ``s``: the
     ``Splat2D``, ``half``: (W/2, H/2)); ``numpy``: the same from a :class:`ViewObservation`."""
 
-    wgsl: str
-    numpy: Callable[[ViewObservation], np.ndarray]
+    wgsl: str | None
+    numpy: Callable[[ViewObservation], np.ndarray] | None
+
+    @property
+    def per_step(self) -> bool:
+        """Accumulated by every training step (else filled by a view observation)."""
+        return self.wgsl is not None
 
 
 def ndc_grad_norm(dL_dmeans2d: np.ndarray, width: int, height: int) -> np.ndarray:
@@ -55,7 +65,11 @@ OBSERVABLES: dict[str, Observable] = {
                               lambda o: ndc_grad_norm(o.means2d_grad, o.width, o.height)),
     "visible": Observable("1.0", lambda o: np.ones(len(o.radii))),
     "radius": Observable("s.radius", lambda o: o.radii),
+    # filled by TrainStep.observe, not by the step (module doc)
+    "observed": Observable(None, None),
 }
+#: the observable of statistics that view observations fill
+OBSERVED = "observed"
 
 STATISTICS: dict[str, "Statistic"] = {}
 
@@ -74,6 +88,8 @@ class Statistic:
             raise ValueError(f"statistic {self.name}: unknown observable {self.observable!r}")
         if self.reduce not in REDUCTIONS:
             raise ValueError(f"statistic {self.name}: reduce must be one of {REDUCTIONS}")
+        if self.observable == OBSERVED and self.reduce != "sum":
+            raise ValueError(f"statistic {self.name}: observations add to a statistic (sum)")
         known = STATISTICS.setdefault(self.name, self)
         if known != self:
             raise ValueError(f"statistic {self.name!r} is declared twice, differently")
@@ -103,6 +119,8 @@ def accumulate_numpy(stats: dict[str, np.ndarray], statistics, obs: ViewObservat
                      visible: np.ndarray) -> None:
     """Add one view's observables to the statistics (in place), for the visible rows."""
     for s in statistics:
+        if not OBSERVABLES[s.observable].per_step:
+            continue
         value = OBSERVABLES[s.observable].numpy(obs)[visible]
         arr = stats[s.name]
         if s.reduce == "sum":
@@ -118,6 +136,8 @@ def statistics_wgsl(statistics) -> str:
              "fn accumulate_statistics(i: u32, n: u32, v0: vec4<f32>, s: Splat2D, half: vec2<f32>) {"]
     for j, stat in enumerate(statistics):
         expr = OBSERVABLES[stat.observable].wgsl
+        if expr is None:      # filled by view observations
+            continue
         slot = f"stats[{j}u * n + i]"
         combined = f"{slot} + ({expr})" if stat.reduce == "sum" else f"max({slot}, {expr})"
         lines.append(f"    {slot} = {combined};   // {stat.name}")

@@ -181,6 +181,17 @@ class TrainStep(ABC):
         :meth:`accumulate`: the reduced sum then counts the earlier totals once)."""
         self.state.clear_stats()
 
+    def observe(self, views: list[View], weights, into: tuple[str, ...],
+                active_sh_degree: int | None = None) -> list[np.ndarray]:
+        """A view observation (no gradient, no update): render each view and add, for every
+        Gaussian and every channel ``k < len(into)``, its blending weights α·T summed over the
+        pixels, each pixel weighted by channel ``k`` of ``weights(image, target)`` (an
+        ``(H, W, 3)`` float32 map the caller computes on the host from the render and
+        ``view.target``, which must be given), to the statistic named ``into[k]`` (declared with
+        the observable ``observed``, :mod:`~wgsl_splat.training.statistics`). This is the colour
+        part of the rasterisation backward pass with ``weights`` as dL/dimage. Returns the renders."""
+        raise NotImplementedError(f"{type(self).__name__} cannot observe views")
+
     @abstractmethod
     def take_losses(self) -> list[float]:
         """The losses of every view trained on since the last call, oldest first."""

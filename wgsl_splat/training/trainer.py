@@ -41,7 +41,8 @@ from .pose import PoseState
 from .evaluation import Lpips, evaluate_views, held_out_views
 from .optim import AdamState
 from .state import HostArrays
-from .step import StepSpec, TrainStep, View
+from .step import StepSpec, TrainStep
+from .views import TrainingViews
 
 CHECKPOINTS_KEPT = 2
 # A Gaussian this many times larger than the scene (the camera rig's radius) has blown up: healthy
@@ -179,18 +180,20 @@ def initial_model(dataset, cfg: TrainConfig, rng: np.random.Generator, log,
         return GaussianModel.from_points(dataset.points, dataset.point_colors,
                                          sh_degree=cfg.sh_degree, **init)
     lo, hi = (np.asarray(b, dtype=np.float64) for b in dataset.bounds())
-    n = cfg.random_init_points
+    n = initial_count(dataset, cfg, strategy)
     log(f"init: no point cloud, {n} random points in the scene bounds {np.round(lo, 3)}..{np.round(hi, 3)}")
     points = rng.uniform(lo, hi, size=(n, 3))
     colors = 0.5 + SH_C0 * rng.uniform(0.0, 1.0 / 255.0, size=(n, 3))
     return GaussianModel.from_points(points, colors, sh_degree=cfg.sh_degree, **init)
 
 
-def initial_count(dataset, cfg: TrainConfig) -> int:
-    """How many Gaussians a new run starts from (:func:`initial_model`)."""
+def initial_count(dataset, cfg: TrainConfig, strategy: Strategy | None = None) -> int:
+    """How many Gaussians a new run starts from (:func:`initial_model`): the point cloud, or
+    the random points the strategy takes of ``random_init_points``."""
     if dataset.points is not None and len(dataset.points) > 0:
         return len(dataset.points)
-    return cfg.random_init_points
+    n = cfg.random_init_points
+    return n if strategy is None else strategy.random_init_points(n)
 
 
 def check_new_run(dataset, cfg: TrainConfig) -> None:
@@ -203,8 +206,9 @@ def check_new_run(dataset, cfg: TrainConfig) -> None:
         strategy = make_strategy(cfg, StrategyContext(
             scene_extent(dataset), all(c >= 1.0 for c in cfg.background), cfg.seed,
             observations=training_observations(dataset),
-            params_per_gaussian=floats_per_gaussian(cfg.sh_degree), log=lambda line: None))
-        strategy.check(initial_count(dataset, cfg))
+            params_per_gaussian=floats_per_gaussian(cfg.sh_degree), iters=cfg.iters,
+            log=lambda line: None))
+        strategy.check(initial_count(dataset, cfg, strategy))
     except (ValueError, StrategyError) as exc:
         raise TrainingError(str(exc)) from None
     if not dataset.train_indices:
@@ -318,9 +322,7 @@ class Trainer:
         """View ``i``'s image for a step, or None when the step keeps it resident already (the GPU
         path uploads each view once): no float copy of the training images is kept on the host,
         the dataset holds them decoded as 8-bit (:meth:`~wgsl_splat.data.datasets.Dataset.preload`)."""
-        if self.step.holds_target(i):
-            return None
-        return np.ascontiguousarray(self.dataset.load_target(i), dtype=np.float32)
+        return self.views.view(i).target
 
     def next_view(self) -> int:
         if not self.view_stack:
@@ -480,7 +482,8 @@ class Trainer:
             start = 0
         ctx = StrategyContext(self.extent, all(c >= 1.0 for c in cfg.background), cfg.seed,
                               observations=training_observations(self.dataset),
-                              params_per_gaussian=floats_per_gaussian(cfg.sh_degree), log=self.log)
+                              params_per_gaussian=floats_per_gaussian(cfg.sh_degree),
+                              iters=cfg.iters, log=self.log)
         try:
             self.strategy = make_strategy(cfg, ctx)
         except StrategyError as exc:
@@ -512,6 +515,7 @@ class Trainer:
         if meta is not None and cfg.pose_opt:
             self.step.load_pose(self.load_pose(path))
         ctx.max_gaussians = self.step.max_gaussians
+        self.views = ctx.views = TrainingViews(self.dataset, self.step, self.active_sh_degree)
         # antialiased: the 3D filter from the training views (a resumed run recomputes it)
         self.step.set_filter_cameras([self.dataset.cameras[i] for i in self.dataset.train_indices])
         self.step.update_filter_3d()
@@ -611,8 +615,8 @@ class Trainer:
         loss, backward and the update."""
         cfg, it = self.cfg, s.it
         t0 = time.perf_counter()
-        views = [self.next_view() for _ in range(cfg.batch_size)]
-        batch = [View(self.dataset.cameras[v], self.train_target(v), v) for v in views]
+        factor = self.strategy.resolution(it)   # the strategy's resolution schedule
+        batch = [self.views.view(self.next_view(), factor) for _ in range(cfg.batch_size)]
         t1 = time.perf_counter()
         s.profiled = it % cfg.log_every == 0 and self.step.enable_profiling(True)
         noise_lr = self.strategy.noise_lr(it)
@@ -675,6 +679,8 @@ class Trainer:
         cfg, it = self.cfg, s.it
         t = time.perf_counter()
         version = self.step.state.rows_version
+        # the room follows the device's memory as the views' buffers and the state grew
+        self.strategy.ctx.max_gaussians = self.step.max_gaussians
         for line in self.strategy.after_step(it, self.step.state) if it < cfg.iters else ():
             self.log(line, echo=False)
         if (self.step.state.rows_version != version

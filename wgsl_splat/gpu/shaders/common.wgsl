@@ -19,7 +19,9 @@ struct RenderParams {
     img: vec4<u32>,           // width, height, tiles_x, tiles_y
     model: vec4<u32>,         // N, K (SH coefficients stored per splat), active SH degree, capacity
     offs: vec4<u32>,          // float offsets in params[]: log_scales, quats, opacity logits, sh
-    grid: vec4<u32>,          // per-splat dispatch: x workgroups per row, number of blocks, 0, 0
+    grid: vec4<u32>,          // x: first row of the page a per-Gaussian dispatch runs on, y: N,
+                              // z: emission chunks, w: splat ids in the first splat binding
+                              // (gpu/pages.py)
 }
 
 // Projected splat, 48 bytes; what rasterisation (and its backward pass) reads per splat.

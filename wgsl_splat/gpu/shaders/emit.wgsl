@@ -24,6 +24,9 @@
 @group(0) @binding(3) var<storage, read_write> table: array<u32>;
 @group(0) @binding(4) var<storage, read_write> isect_ids: array<u32>;
 @group(0) @binding(5) var<storage, read> splats: array<Splat2D>;
+@group(0) @binding(6) var<storage, read> splats_hi: array<Splat2D>;
+
+#include "splat_windows.wgsl"
 
 const EMIT_WG: u32 = 64u;
 
@@ -44,7 +47,7 @@ struct Ellipse {
 }
 
 fn splat_ellipse(g: u32) -> Ellipse {
-    let s = splats[g];
+    let s = splat_at(g);
     let q = 2.0 * log(s.opacity / ALPHA_MIN) * (1.0 + TILE_TEST_MARGIN) + TILE_TEST_MARGIN;
     return Ellipse(s.xy, s.conic, q);
 }

@@ -10,6 +10,10 @@
 //   (prefix.wgsl: exclusive scan of plan[0, 3N) -> each kept row's place in the new order)
 //   grow_rows   : the row table (state_rows.wgsl): kept rows, clones, split samples sample-major
 //                 (sample j of source i at plan[2N + i] + j·T2)
+//
+// grow_decide runs once per page of the state (gpu/pages.py): the decision reads row i of the
+// page's arrays, the plan is indexed by the row's number in the state, base + i, of N = total.
+// grow_rows runs once over all rows (n = total, base = 0).
 
 #include "row_constants.wgsl"
 
@@ -24,6 +28,8 @@ struct GrowParams {
     log_scales: u32,      // params offsets: log-scales, quaternions, opacity logits
     quats: u32,
     opacity: u32,
+    base: u32,            // the page's first row
+    total: u32,           // rows of the state, N
 }
 
 // What a strategy's decide() returns for one row.
@@ -83,15 +89,16 @@ fn grow_decide(@builtin(local_invocation_index) lid: u32, @builtin(workgroup_id)
         atomicStore(&wg_tallies[lid], 0u);
     }
     workgroupBarrier();
-    let n = gp.n;
+    let n = gp.total;
     let i = row_of(lid, wid);
-    if (i < n) {
-        let may_grow = gp.use_allowed == 0u || allowed[i] != 0u;
+    if (i < gp.n) {
+        let g = gp.base + i;
+        let may_grow = gp.use_allowed == 0u || allowed[g] != 0u;
         let d = decide(i, may_grow);
-        plan[i] = select(0u, 1u, d.keep);
-        plan[n + i] = select(0u, 1u, d.clone);
-        plan[2u * n + i] = select(0u, 1u, d.split);
-        plan[3u * n + i] = d.cost;
+        plan[g] = select(0u, 1u, d.keep);
+        plan[n + g] = select(0u, 1u, d.clone);
+        plan[2u * n + g] = select(0u, 1u, d.split);
+        plan[3u * n + g] = d.cost;
         if (d.counts.x != 0u) {
             atomicAdd(&wg_tallies[0], d.counts.x);
         }

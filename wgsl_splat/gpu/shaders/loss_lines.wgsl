@@ -9,24 +9,26 @@
 // keeping the window in registers; each input element is read once per pass.
 //
 //   lines_v_stats : thread (column, channel): vertical window sums of (x, y, x², y²) -> vstats
-//                   (vec4) and of xy -> vxy; sum |x - y| of its column -> partials[thread]
+//                   (vec4) and of xy -> vxy (kept in `grad`, which is written last);
+//                   sum |x - y| of its column -> partials[thread]
 //   lines_h_ssim  : thread (row, channel): horizontal sums of the statistics five pixels ahead,
 //                   SSIM there and ∂s/∂μ1, ∂s/∂e11, ∂s/∂e12 (never stored: kept in a second
 //                   11-tap window that trails five pixels behind), the horizontal sums of those
-//                   three d-maps -> hback (vec4); sum of (1 - s) of its row -> partials[3W + thread]
+//                   three d-maps -> hback (vec4, in place of vstats: a thread writes element x of
+//                   its row after it has read every element up to x + 10, and no other thread
+//                   touches its row); sum of (1 - s) of its row -> partials[3W + thread]
 //   lines_v_grad  : thread (column, channel): vertical sums of hback, combined with x, y and
 //                   sign(x - y) -> grad; invocation 0 also sums the partials (fixed order) -> result
 //
 // Three dispatches; per pixel and channel 2 + 2 + 3 loads and 2 + 1 + 1 stores (the four-pass
 // version with scalar planes needed 15 loads and 12 stores). Intermediate buffers are indexed like
-// the image (H*W*3, RGB interleaved): element (y, x, c) at (y*W + x)*3 + c.
+// the image (H*W*3, RGB interleaved): element (y, x, c) at (y*W + x)*3 + c. The scratch is one
+// vec4 per element (48 bytes a pixel) besides the gradient.
 
 @group(0) @binding(0) var<uniform> lp: LossParams;  // dynamic
 @group(0) @binding(1) var<storage, read> image: array<f32>;
 @group(0) @binding(2) var<storage, read> target_img: array<f32>;
-@group(0) @binding(3) var<storage, read_write> vstats: array<vec4<f32>>;
-@group(0) @binding(4) var<storage, read_write> vxy: array<f32>;
-@group(0) @binding(5) var<storage, read_write> hback: array<vec4<f32>>;
+@group(0) @binding(3) var<storage, read_write> vstats: array<vec4<f32>>;   // then hback
 @group(0) @binding(6) var<storage, read_write> partials: array<f32>;
 @group(0) @binding(7) var<storage, read_write> grad: array<f32>;
 @group(0) @binding(8) var<storage, read_write> result: array<vec4<f32>>;
@@ -97,7 +99,7 @@ fn lines_v_stats(@builtin(global_invocation_id) gid: vec3<u32>) {
         let s = wsum5(v0, v1, v2, v3, v4, v5, v6, v7, v8, v9, v10);
         let o = col + y * stride;
         vstats[o] = s.a;
-        vxy[o] = s.b;
+        grad[o] = s.b;                     // vxy
         l1 = l1 + abs(v5.a.x - v5.a.y);
         v0 = v1; v1 = v2; v2 = v3; v3 = v4; v4 = v5;
         v5 = v6; v6 = v7; v7 = v8; v8 = v9; v9 = v10;
@@ -112,7 +114,7 @@ fn load_v5(row: u32, x: u32, width: u32) -> S5 {
         return S5(vec4<f32>(0.0), 0.0);
     }
     let i = row + 3u * x;
-    return S5(vstats[i], vxy[i]);
+    return S5(vstats[i], grad[i]);
 }
 
 @compute @workgroup_size(WG)
@@ -163,7 +165,7 @@ fn lines_h_ssim(@builtin(global_invocation_id) gid: vec3<u32>) {
             d10 = sp.d;
             dssim = dssim + sp.dssim;
         }
-        hback[row + 3u * x] = vec4<f32>(wsum3(d0, d1, d2, d3, d4, d5, d6, d7, d8, d9, d10), 0.0);
+        vstats[row + 3u * x] = vec4<f32>(wsum3(d0, d1, d2, d3, d4, d5, d6, d7, d8, d9, d10), 0.0);
         d0 = d1; d1 = d2; d2 = d3; d3 = d4; d4 = d5;
         d5 = d6; d6 = d7; d7 = d8; d8 = d9; d9 = d10;
         s0 = s1; s1 = s2; s2 = s3; s3 = s4; s4 = s5;
@@ -178,7 +180,7 @@ fn load_hb3(col: u32, y: u32, height: u32, stride: u32) -> vec3<f32> {
     if (y >= height) {
         return vec3<f32>(0.0);
     }
-    return hback[col + y * stride].xyz;
+    return vstats[col + y * stride].xyz;      // hback
 }
 
 @compute @workgroup_size(WG)

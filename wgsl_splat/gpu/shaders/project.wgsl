@@ -2,6 +2,8 @@
 // evaluate its view-dependent colour from SH. One thread per Gaussian. In the antialiased mode the
 // splat's opacity carries both Mip-Splatting compensations (gaussian.wgsl).
 // Also seeds the depth sort: depth_keys[i] = bitcast<u32>(depth), ids[i] = i, and counters[4] = N.
+// Runs once per page of the state (gpu/pages.py): i is the row within the page, whose parameters
+// are `params` and whose windows of the per-row buffers start at its first row rp.grid.x.
 
 #include "common.wgsl"
 #include "sh.wgsl"
@@ -10,7 +12,6 @@
 @group(0) @binding(0) var<uniform> rp: RenderParams;
 @group(0) @binding(1) var<storage, read> params: array<f32>;
 @group(0) @binding(2) var<storage, read_write> splats: array<Splat2D>;
-@group(0) @binding(3) var<storage, read_write> radii: array<i32>;
 @group(0) @binding(4) var<storage, read_write> rects: array<vec4<u32>>;
 @group(0) @binding(5) var<storage, read_write> depth_keys: array<u32>;
 @group(0) @binding(6) var<storage, read_write> ids: array<u32>;
@@ -24,12 +25,12 @@ fn project(@builtin(local_invocation_index) lid: u32,
     let n = rp.model.x;
     let i = linear_workgroup(wid, nwg) * BLOCK_SIZE + lid;
     if (i == 0u) {
-        counters[4] = n;
+        counters[4] = rp.grid.y;
     }
     if (i >= n) {
         return;
     }
-    ids[i] = i;
+    ids[i] = rp.grid.x + i;
     let mean = gaussian_mean(i);
     let t = camera_space(mean);
     var s: Splat2D;
@@ -105,7 +106,6 @@ fn project(@builtin(local_invocation_index) lid: u32,
     }
     s.radius = radius;
     splats[i] = s;
-    radii[i] = i32(radius);
     rects[i] = rect;
     depth_keys[i] = bitcast<u32>(t.z);
 }

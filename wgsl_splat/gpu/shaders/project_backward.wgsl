@@ -11,6 +11,13 @@
 // of N floats per statistic). With STATS = false (gradient checks) they are left alone. With
 // ACCUMULATE (the 2nd..Bth view of a batch) every gradient is added to the buffer instead of
 // written, so after B views `grads` holds their sum (Adam scales it by 1/B).
+//
+// Where each gradient goes is the included SINK: grads_sink.wgsl writes `grads` as above;
+// adam_sink.wgsl applies the Adam update to the parameter right there (a single-view step: no
+// gradient buffer at all, 4·(11 + 3K) bytes per Gaussian less, and no Adam pass). Every stored
+// parameter's gradient is put exactly once, after the last read of that parameter.
+//
+// Runs once per page of the state (gpu/pages.py): i is the row within the page.
 
 override STATS: bool = true;
 override ACCUMULATE: bool = false;
@@ -21,20 +28,19 @@ override ACCUMULATE: bool = false;
 #include "statistics.wgsl"
 #include "param_terms.wgsl"
 #include "pose_grad.wgsl"
+#include "{{SINK}}"
 
 @group(0) @binding(0) var<uniform> rp: RenderParams;
-@group(0) @binding(1) var<storage, read> params: array<f32>;
 @group(0) @binding(2) var<storage, read> splats: array<Splat2D>;
 @group(0) @binding(3) var<storage, read_write> grad2d: array<vec4<f32>>;
-@group(0) @binding(4) var<storage, read_write> grads: array<f32>;
 @group(0) @binding(5) var<storage, read_write> stats: array<f32>;
 @group(0) @binding(6) var<storage, read> filter3d: array<f32>;
 @group(0) @binding(7) var<uniform> lt: LossTerms;
 @group(0) @binding(8) var<storage, read_write> term_partials: array<f32>;
 
-// Every gradient goes through put1: written, or added to the batch's sum so far (ACCUMULATE).
+// Every gradient goes through put1, to the SINK.
 fn put1(o: u32, v: f32) {
-    grads[o] = select(v, grads[o] + v, ACCUMULATE);
+    sink(o, v);
 }
 
 fn put3(o: u32, v: vec3<f32>) {
@@ -69,27 +75,21 @@ fn rotmat_backward(q: vec4<f32>, c0: vec3<f32>, c1: vec3<f32>, c2: vec3<f32>) ->
 
 // SH: dL/dsh_k = B_k(dir) dL/dc for the active bands (written into grads at `base`), zero above;
 // returns dL/ddir = Σ_k (sh_k · dL/dc) dB_k/ddir. `grads` and `params` share the layout, so the
-// splat's coefficients start at `base` in both.
+// splat's coefficients start at `base` in both. The coefficients are all read before any is put
+// (the Adam sink updates them in place).
 fn sh_backward(base: u32, k: u32, deg: u32, d: vec3<f32>, gc: vec3<f32>) -> vec3<f32> {
     var b: array<f32, 16>;
     sh_basis(d, &b);
     let x = d.x;
     let y = d.y;
     let z = d.z;
-    put3(base, b[0] * gc);
     var gd = vec3<f32>(0.0);
     if (deg >= 1u) {
-        put3(base + 3u, b[1] * gc);
-        put3(base + 6u, b[2] * gc);
-        put3(base + 9u, b[3] * gc);
         gd = gd + dot(sh_coeff(base, 1u), gc) * vec3<f32>(0.0, -SH_C1, 0.0)
                 + dot(sh_coeff(base, 2u), gc) * vec3<f32>(0.0, 0.0, SH_C1)
                 + dot(sh_coeff(base, 3u), gc) * vec3<f32>(-SH_C1, 0.0, 0.0);
     }
     if (deg >= 2u) {
-        for (var c = 4u; c < 9u; c = c + 1u) {
-            put3(base + 3u * c, b[c] * gc);
-        }
         gd = gd + dot(sh_coeff(base, 4u), gc) * SH_C2_0 * vec3<f32>(y, x, 0.0)
                 + dot(sh_coeff(base, 5u), gc) * SH_C2_1 * vec3<f32>(0.0, z, y)
                 + dot(sh_coeff(base, 6u), gc) * SH_C2_2 * vec3<f32>(-2.0 * x, -2.0 * y, 4.0 * z)
@@ -97,9 +97,6 @@ fn sh_backward(base: u32, k: u32, deg: u32, d: vec3<f32>, gc: vec3<f32>) -> vec3
                 + dot(sh_coeff(base, 8u), gc) * SH_C2_4 * vec3<f32>(2.0 * x, -2.0 * y, 0.0);
     }
     if (deg >= 3u) {
-        for (var c = 9u; c < 16u; c = c + 1u) {
-            put3(base + 3u * c, b[c] * gc);
-        }
         let xx = x * x;
         let yy = y * y;
         let zz = z * z;
@@ -110,6 +107,22 @@ fn sh_backward(base: u32, k: u32, deg: u32, d: vec3<f32>, gc: vec3<f32>) -> vec3
                 + dot(sh_coeff(base, 13u), gc) * SH_C3_4 * vec3<f32>(4.0 * zz - 3.0 * xx - yy, -2.0 * x * y, 8.0 * x * z)
                 + dot(sh_coeff(base, 14u), gc) * SH_C3_5 * vec3<f32>(2.0 * x * z, -2.0 * y * z, xx - yy)
                 + dot(sh_coeff(base, 15u), gc) * SH_C3_6 * vec3<f32>(3.0 * xx - 3.0 * yy, -6.0 * x * y, 0.0);
+    }
+    put3(base, b[0] * gc);
+    if (deg >= 1u) {
+        put3(base + 3u, b[1] * gc);
+        put3(base + 6u, b[2] * gc);
+        put3(base + 9u, b[3] * gc);
+    }
+    if (deg >= 2u) {
+        for (var c = 4u; c < 9u; c = c + 1u) {
+            put3(base + 3u * c, b[c] * gc);
+        }
+    }
+    if (deg >= 3u) {
+        for (var c = 9u; c < 16u; c = c + 1u) {
+            put3(base + 3u * c, b[c] * gc);
+        }
     }
     // Bands above the active degree (and above 3) get zero.
     for (var c = (deg + 1u) * (deg + 1u); c < k; c = c + 1u) {
@@ -142,7 +155,7 @@ fn project_backward(@builtin(local_invocation_index) lid: u32,
             workgroupBarrier();
         }
         if (lid == 0u) {
-            term_partials[wg] = wg_terms[0];
+            term_partials[rp.grid.x / BLOCK_SIZE + wg] = wg_terms[0];   // pages start at whole workgroups
         }
     }
     reduce_pose(lid, wg);   // --pose-opt (pose_grad.wgsl, generated; nothing without it)

@@ -11,8 +11,10 @@
 // The tile's range in the sorted intersection list comes from scan.wgsl (ranges[tile]). Splats
 // are loaded in batches of BATCH into workgroup memory (3 x 16 B per splat); the workgroup stops
 // as soon as every pixel is done (T < 1e-4), a workgroup-uniform decision taken with
-// workgroupUniformLoad. For the backward pass we keep final_T and last_contrib (1 + position
-// within the tile's range of the last composited splat, 0 if none).
+// workgroupUniformLoad. For the backward pass we keep, per pixel, last_contrib (1 + position
+// within the tile's range of the last composited splat, 0 if none) and after the image's H*W of
+// those the final transmittance (its f32 bits): one buffer, so that raster backward, which also
+// binds the splats and their gradients in two buffers each, stays within 8 storage bindings.
 
 #include "common.wgsl"
 #include "raster_tile.wgsl"
@@ -22,8 +24,10 @@
 @group(0) @binding(2) var<storage, read> isect_ids: array<u32>;
 @group(0) @binding(3) var<storage, read> ranges: array<vec2<u32>>;
 @group(0) @binding(4) var<storage, read_write> image: array<f32>;
-@group(0) @binding(5) var<storage, read_write> final_t: array<f32>;
 @group(0) @binding(6) var<storage, read_write> last_contrib: array<u32>;
+@group(0) @binding(7) var<storage, read> splats_hi: array<Splat2D>;
+
+#include "splat_windows.wgsl"
 
 const LOADS: u32 = BATCH / THREADS;            // BATCH is a multiple of THREADS here
 const SKIP: bool = {{SKIP}};                   // branch around untouched pixel groups (GPUs)
@@ -89,8 +93,8 @@ fn store_group(p: PixelGroup, px: u32, width: u32, bg: vec3<f32>) {
             image[3u * q] = p.cr[j] + tt * bg.x;
             image[3u * q + 1u] = p.cg[j] + tt * bg.y;
             image[3u * q + 2u] = p.cb[j] + tt * bg.z;
-            final_t[q] = tt;
             last_contrib[q] = p.last[j];
+            last_contrib[rp.img.x * rp.img.y + q] = bitcast<u32>(tt);
         }
     }
 }
@@ -200,7 +204,7 @@ fn rasterize(@builtin(local_invocation_id) lid: vec3<u32>,
             let j = q * THREADS + li;
             let idx = range.x + b * BATCH + j;
             if (idx < range.y) {
-                stage_splat(j, splats[isect_ids[idx]]);
+                stage_splat(j, splat_at(isect_ids[idx]));
             }
         }
         workgroupBarrier();

@@ -37,10 +37,14 @@
 @group(0) @binding(1) var<storage, read> splats: array<Splat2D>;
 @group(0) @binding(2) var<storage, read> isect_ids: array<u32>;
 @group(0) @binding(3) var<storage, read> ranges: array<vec2<u32>>;
-@group(0) @binding(4) var<storage, read> final_t: array<f32>;
-@group(0) @binding(5) var<storage, read> last_contrib: array<u32>;
+@group(0) @binding(5) var<storage, read> last_contrib: array<u32>;   // then final T (raster.wgsl)
 @group(0) @binding(6) var<storage, read> grad_image: array<f32>;
 @group(0) @binding(7) var<storage, read_write> grad2d: array<GradAtomic>;
+// ids from rp.grid.w on (gpu/pages.py): their records and gradients
+@group(0) @binding(8) var<storage, read> splats_hi: array<Splat2D>;
+@group(0) @binding(9) var<storage, read_write> grad2d_hi: array<GradAtomic>;
+
+#include "splat_windows.wgsl"
 
 const GRAD_STRIDE: u32 = 12u;                  // (BATCH, the splats per round, is <= THREADS)
 
@@ -89,7 +93,7 @@ struct PixelIn {
 fn load_pixel(px: u32, py: u32, width: u32, height: u32) -> PixelIn {
     if (px < width && py < height) {
         let q = py * width + px;
-        return PixelIn(final_t[q], last_contrib[q],
+        return PixelIn(bitcast<f32>(last_contrib[width * height + q]), last_contrib[q],
                        vec3<f32>(grad_image[3u * q], grad_image[3u * q + 1u], grad_image[3u * q + 2u]));
     }
     return PixelIn(1.0, 0u, vec3<f32>(0.0));
@@ -257,7 +261,7 @@ fn rasterize_backward(@builtin(local_invocation_id) lid: vec3<u32>,
         let ids_off = (ri & 1u) * BATCH;
         if (li < cnt) {
             let gid = isect_ids[range_start + start + li];
-            stage_splat(li, splats[gid]);
+            stage_splat(li, splat_at(gid));
             s_id[ids_off + li] = gid;
         }
         workgroupBarrier();

@@ -14,6 +14,10 @@
 //   perturb_means   : every step, means += Σ·z·σ(100·(1 − o − 0.995))·scale
 //
 // Integer weights make the cumulative sums exact, so the draws are those of the NumPy path.
+//
+// The kernels that read parameters run once per page of the state (gpu/pages.py): row i of the
+// page is row base + i of the state's N = total; relocate_draw when adding and relocate_rows'
+// new rows (new_rows = 1) run once.
 
 #include "random.wgsl"
 #include "row_constants.wgsl"
@@ -34,6 +38,9 @@ struct RelocateParams {
     key: u32,             // the random stream
     x_groups: u32,        // x workgroups per grid row
     relocating: u32,      // 1: relocate (dead rows draw), 0: sample_add (new rows draw)
+    base: u32,            // the page's first row
+    total: u32,           // rows of the state, N
+    new_rows: u32,        // relocate_rows: 1 for the dispatch over the added rows
 }
 
 @group(0) @binding(0) var<uniform> mp: RelocateParams;
@@ -77,7 +84,7 @@ fn relocate_weights(@builtin(local_invocation_index) lid: u32, @builtin(workgrou
         if (dead && mp.relocating == 1u) {
             w = 0u;
         }
-        weights[i] = w;
+        weights[mp.base + i] = w;
         if (dead) {
             atomicAdd(&wg_dead, 1u);
         }
@@ -86,7 +93,7 @@ fn relocate_weights(@builtin(local_invocation_index) lid: u32, @builtin(workgrou
     if (lid == 0u) {
         let d = atomicLoad(&wg_dead);
         if (d != 0u) {
-            atomicAdd(&counts[n], d);
+            atomicAdd(&counts[mp.total], d);
         }
     }
 }
@@ -94,7 +101,7 @@ fn relocate_weights(@builtin(local_invocation_index) lid: u32, @builtin(workgrou
 // The row whose weight interval [excl(i), excl(i) + w(i)) holds r: the last i with excl(i) <= r
 // among rows of non-zero weight, i.e. (the first j in [1, N] with excl(j) > r) - 1, excl(N) = total.
 fn locate(r: u32, total: u32) -> u32 {
-    let n = mp.n;
+    let n = mp.total;
     var lo = 1u;
     var hi = n;       // excl(n) = total > r: the answer is in [lo, hi]
     while (lo < hi) {
@@ -114,20 +121,19 @@ fn locate(r: u32, total: u32) -> u32 {
 
 @compute @workgroup_size(WG)
 fn relocate_draw(@builtin(local_invocation_index) lid: u32, @builtin(workgroup_id) wid: vec3<u32>) {
-    let n = mp.n;
     let t = thread_index(lid, wid);
     let total = scan_sums[mp.scan_total];
     var draw = 0u;
     if (mp.relocating == 1u) {
-        if (t >= n || !is_dead(t)) {
+        if (t >= mp.n || !is_dead(t)) {
             return;
         }
-        draw = t;                 // a dead row draws its own replacement
+        draw = mp.base + t;       // a dead row draws its own replacement
     } else {
         if (t >= mp.draws) {
             return;
         }
-        draw = n + t;             // new row N + t
+        draw = mp.total + t;      // new row N + t
     }
     if (total == 0u) {
         return;
@@ -143,7 +149,7 @@ fn relocate_values(@builtin(local_invocation_index) lid: u32, @builtin(workgroup
     if (s >= mp.n) {
         return;
     }
-    let c = atomicLoad(&counts[s]);
+    let c = atomicLoad(&counts[mp.base + s]);
     if (c == 0u) {
         return;
     }
@@ -164,24 +170,31 @@ fn relocate_values(@builtin(local_invocation_index) lid: u32, @builtin(workgroup
         }
     }
     let clamped = clamp(new_o, mp.min_opacity, 1.0 - F32_EPS);
-    relocated[s] = vec2<f32>(log(clamped / (1.0 - clamped)), log(o / denom));
+    relocated[mp.base + s] = vec2<f32>(log(clamped / (1.0 - clamped)), log(o / denom));
 }
 
 @compute @workgroup_size(WG)
 fn relocate_rows(@builtin(local_invocation_index) lid: u32, @builtin(workgroup_id) wid: vec3<u32>) {
-    let n = mp.n;
     let r = thread_index(lid, wid);
-    if (r >= n + mp.draws) {
+    if (mp.new_rows == 1u) {
+        if (r < mp.draws) {
+            let g = mp.total + r;
+            table[g] = vec2<u32>(sources[g], RELOCATE);        // from its draw
+        }
         return;
     }
-    let total = scan_sums[mp.scan_total];
-    var e = vec2<u32>(r, KEEP);
-    if (r >= n || (mp.relocating == 1u && total != 0u && is_dead(r))) {
-        e = vec2<u32>(sources[r], RELOCATE);                   // from its draw
-    } else if (atomicLoad(&counts[r]) != 0u) {
-        e = vec2<u32>(r, RELOCATE);                            // a drawn source, relocated in place
+    if (r >= mp.n) {
+        return;
     }
-    table[r] = e;
+    let g = mp.base + r;
+    let total = scan_sums[mp.scan_total];
+    var e = vec2<u32>(g, KEEP);
+    if (mp.relocating == 1u && total != 0u && is_dead(r)) {
+        e = vec2<u32>(sources[g], RELOCATE);                   // from its draw
+    } else if (atomicLoad(&counts[g]) != 0u) {
+        e = vec2<u32>(g, RELOCATE);                            // a drawn source, relocated in place
+    }
+    table[g] = e;
 }
 
 @compute @workgroup_size(WG)
@@ -191,7 +204,7 @@ fn perturb_means(@builtin(local_invocation_index) lid: u32, @builtin(workgroup_i
         return;
     }
     let gate = 1.0 / (1.0 + exp(-NOISE_GATE_K * ((1.0 - opacity(i)) - NOISE_GATE_X0)));
-    let z = random_normal3(mp.key, i) * (gate * mp.noise_scale);
+    let z = random_normal3(mp.key, mp.base + i) * (gate * mp.noise_scale);
     let oq = mp.quats + 4u * i;
     let q4 = vec4<f32>(params[oq], params[oq + 1u], params[oq + 2u], params[oq + 3u]);
     let q = q4 / length(q4);

@@ -4,9 +4,11 @@
 //   SPLIT 2: NEW with mean + R·(s ⊙ z) and log-scales − log(div);  RELOCATE 3: NEW with the
 //   opacity logit and log-scale shift of relocated[source].
 // apply_params rebuilds the parameter buffer, apply_plain any buffer whose new rows are zero
-// (Adam moments, statistics): one thread per output row, writing into a scratch buffer that the
-// host copies back, so source and destination never alias. The destination layout may have a
-// larger capacity than the source's (offsets given separately).
+// (Adam moments, statistics): one thread per output row, writing into a new buffer that becomes
+// the array (gpu/state.py), so source and destination never alias. The state is paged
+// (gpu/pages.py): a dispatch writes the rows of one destination page whose sources lie in one
+// source page (rows [src_base, src_base + src_rows) of the table's numbering), so the host runs
+// one per pair of pages; new rows' zeros are written by the pass of the first source page.
 
 #include "random.wgsl"
 #include "row_constants.wgsl"
@@ -23,11 +25,15 @@ struct RowParams {
     dst_offs: vec4<u32>,    // the same in the destination
     log_split_div: f32,     // log(split scale divisor)
     key: u32,               // split random stream
+    src_base: u32,          // the source page's first row
+    src_rows: u32,          // and its rows
+    dst_base: u32,          // the destination page's first row
+    zero_new: u32,          // apply_plain: 1 in the pass that writes the new rows' zeros
     // apply_plain: (source offset, destination offset, width, 0) of each array in the buffer
     seg: array<vec4<u32>, MAX_SEGMENTS>,
 }
 
-@group(0) @binding(0) var<uniform> rp: RowParams;
+@group(0) @binding(0) var<uniform> rp: RowParams;   // dynamic
 @group(0) @binding(1) var<storage, read> src: array<f32>;
 @group(0) @binding(2) var<storage, read_write> dst: array<f32>;
 @group(0) @binding(3) var<storage, read> table: array<vec2<u32>>;
@@ -61,8 +67,11 @@ fn apply_params(@builtin(local_invocation_index) lid: u32, @builtin(workgroup_id
     if (r >= rp.n_out) {
         return;
     }
-    let e = table[r];
-    let s = e.x;
+    let e = table[rp.dst_base + r];
+    if (e.x < rp.src_base || e.x - rp.src_base >= rp.src_rows) {
+        return;                 // its source is in another page: another pass
+    }
+    let s = e.x - rp.src_base;
     let kind = e.y & 0xffu;
     let k3 = 3u * rp.k;
     let so = rp.src_offs;
@@ -73,11 +82,11 @@ fn apply_params(@builtin(local_invocation_index) lid: u32, @builtin(workgroup_id
     if (kind == SPLIT) {
         let q = vec4<f32>(src[so.y + 4u * s], src[so.y + 4u * s + 1u], src[so.y + 4u * s + 2u],
                           src[so.y + 4u * s + 3u]);
-        let z = random_normal3(rp.key, s * SPLIT_DRAWS + (e.y >> 8u));
+        let z = random_normal3(rp.key, e.x * SPLIT_DRAWS + (e.y >> 8u));
         mean = mean + quat_rotate(q / length(q), exp(ls) * z);
         ls = ls - vec3<f32>(rp.log_split_div);
     } else if (kind == RELOCATE) {
-        let rel = relocated[s];
+        let rel = relocated[e.x];
         logit = rel.x;
         ls = ls + vec3<f32>(rel.y);
     }
@@ -98,15 +107,20 @@ fn apply_plain(@builtin(local_invocation_index) lid: u32, @builtin(workgroup_id)
     if (r >= rp.n_out) {
         return;
     }
-    let e = table[r];
+    let e = table[rp.dst_base + r];
     let keep = (e.y & 0xffu) == KEEP;
+    let in_page = e.x >= rp.src_base && e.x - rp.src_base < rp.src_rows;
+    if ((keep && !in_page) || (!keep && rp.zero_new == 0u)) {
+        return;                 // another pass writes this row
+    }
+    let s = e.x - rp.src_base;
     for (var g = 0u; g < rp.segments; g = g + 1u) {
         let seg = rp.seg[g];
         let w = seg.z;
         for (var c = 0u; c < w; c = c + 1u) {
             var v = 0.0;
             if (keep) {
-                v = src[seg.x + w * e.x + c];
+                v = src[seg.x + w * s + c];
             }
             dst[seg.y + w * r + c] = v;
         }

@@ -1,0 +1,394 @@
+"""The fast training mode (wgsl_splat/strategy/fast.py): its view observations and its decision
+on both paths, its budget and schedules, the trainer's resolution schedule, its checkpoint and
+resume, the bad input it refuses, and a short lego run that must keep its measured quality."""
+
+from __future__ import annotations
+
+import json
+import os
+
+import numpy as np
+import pytest
+from click.testing import CliRunner
+from test_runs import assert_one_line_error
+from test_strategy import random_arrays
+from test_trainer import run, tiny_config, tiny_dataset
+
+from wgsl_splat.app.cli import main
+from wgsl_splat.reference.state import HostState
+from wgsl_splat.reference.step import CpuTrainStep
+from wgsl_splat.strategy import StrategyContext, StrategyError
+from wgsl_splat.strategy.fast import (
+    OBSERVED_STATS,
+    Fast,
+    FastConfig,
+    FastDecision,
+    FastRound,
+    error_maps,
+    parse_schedule,
+)
+from wgsl_splat.tools.random_scene import random_scene
+from wgsl_splat.training.config import TrainConfig, make_config
+from wgsl_splat.training.state import HostArrays
+from wgsl_splat.training.step import View
+from wgsl_splat.training.views import TrainingViews
+
+FAST_STATS = tuple(s.name for s in Fast.statistics)
+
+
+def fast_arrays(rng, n) -> HostArrays:
+    a = random_arrays(rng, n, stats=FAST_STATS)
+    a.stats["fast_err_pixels"][:] = rng.uniform(0, 40, n)
+    a.stats["fast_err"][:] = rng.uniform(0, 5, n)
+    a.stats["fast_weight"][:] = rng.uniform(0, 30, n)
+    a.stats["denom"][::9] = 0                       # unseen rows
+    return a
+
+
+# -- observations -----------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("seed", [11, 12])
+def test_an_observation_is_the_same_on_both_paths(gpu_ctx, seed):
+    """Per Gaussian and channel, Σ_p w_k(p)·α·T, added to what the statistics held (they start
+    from random values), with grad2d left zero for the next training step."""
+    from wgsl_splat.gpu.step import GpuTrainStep
+
+    rng = np.random.default_rng(seed)
+    model, cam = random_scene(rng, 300, 64, 48, sh_degree=3, dtype=np.float32)
+    target = rng.uniform(0, 1, (cam.height, cam.width, 3)).astype(np.float32)
+    a = HostArrays.fresh(model, Fast.statistics)
+    for name in OBSERVED_STATS + ("grad_accum",):
+        a.stats[name][:] = rng.uniform(0, 10, len(model))
+    cpu, gpu = CpuTrainStep(a), GpuTrainStep(gpu_ctx, a)
+    views = [View(cam, target), View(cam, rng.uniform(0, 1, target.shape).astype(np.float32))]
+    weights = error_maps(0.2)
+    want = cpu.observe(views, weights, OBSERVED_STATS, 2)
+    got = gpu.observe(views, weights, OBSERVED_STATS, 2)
+    for w, g in zip(want, got, strict=True):
+        np.testing.assert_allclose(g, w, atol=1e-5)
+    h, d = cpu.state.read_stats(), gpu.state.read_stats()
+    for name in FAST_STATS:
+        assert np.linalg.norm(d[name] - h[name]) <= 1e-5 * np.linalg.norm(h[name]), name
+    for name in OBSERVED_STATS:   # the views added something, to the statistics' earlier values
+        assert np.all(h[name] >= a.stats[name]) and np.any(h[name] > a.stats[name] + 1), name
+    np.testing.assert_array_equal(h["grad_accum"], a.stats["grad_accum"])   # untouched
+    grad2d = gpu.pool.read_array("grad2d", np.float32, 12 * len(model))
+    assert not grad2d.any()
+    # one channel into one statistic, the others left alone
+    before = gpu.state.read_stats()
+    gpu.observe(views[:1], weights, ("fast_weight",), 2)
+    after = gpu.state.read_stats()
+    assert np.any(after["fast_weight"] > before["fast_weight"])
+    np.testing.assert_array_equal(after["fast_err"], before["fast_err"])
+
+
+def test_replicas_observe_once_and_agree(gpu_ctx):
+    """Data-parallel steps: every replica ends with global replica 0's observation (a second
+    process's replicas add zeros to the reduction), so their decisions agree bit for bit."""
+    from wgsl_splat.gpu.step import GpuTrainStep
+    from wgsl_splat.training.parallel import LocalReducer, ReplicatedStep
+
+    rng = np.random.default_rng(17)
+    model, cam = random_scene(rng, 200, 48, 40, sh_degree=1, dtype=np.float32)
+    target = rng.uniform(0, 1, (cam.height, cam.width, 3)).astype(np.float32)
+    a = HostArrays.fresh(model, Fast.statistics)
+    cpu = CpuTrainStep(a)
+    cpu.observe([View(cam, target)], error_maps(0.1), OBSERVED_STATS)
+    want = cpu.state.read_stats()
+
+    class SecondRank(LocalReducer):       # what rank 1 of two sees: rank 0's values
+        rank, size = 1, 2
+
+        def reduce(self, sums, maxima):
+            assert not sums.any()
+            return np.concatenate([want[k] for k in OBSERVED_STATS]), maxima
+
+    for reducer in (LocalReducer(), SecondRank()):
+        step = ReplicatedStep([GpuTrainStep(gpu_ctx, a) for _ in range(2)], reducer)
+        step.observe([View(cam, target)], error_maps(0.1), OBSERVED_STATS)
+        first, second = (r.state.read_stats() for r in step.replicas)
+        for k in OBSERVED_STATS:
+            np.testing.assert_array_equal(first[k], second[k])
+            np.testing.assert_allclose(first[k], want[k], rtol=1e-4, atol=1e-4)
+
+
+def test_the_weight_channel_sums_each_gaussians_blending_weights():
+    """With weights 1 the observation is Σ_p α·T per Gaussian, and its sum over the Gaussians is
+    each pixel's opacity (1 - T_final) summed over the image."""
+    rng = np.random.default_rng(5)
+    model, cam = random_scene(rng, 200, 40, 32, sh_degree=0, dtype=np.float32)
+    step = CpuTrainStep(HostArrays.fresh(model, Fast.statistics))
+    step.observe([View(cam, np.zeros((32, 40, 3), np.float32))],
+                 lambda img, tgt: np.ones_like(img), ("fast_weight",))
+    from wgsl_splat.reference import render
+
+    out = render(step.model, cam)
+    total = step.state.read_stats()["fast_weight"].sum()
+    assert abs(total - np.sum(1.0 - out.final_T)) < 1e-3 * total
+
+
+def test_error_maps():
+    img = np.zeros((4, 5, 3), np.float32)
+    tgt = img.copy()
+    tgt[0, 0] = 1.0          # error 1 (the range's top)
+    tgt[1, 1] = 0.15         # normalised 0.15: above 0.1
+    tgt[2, 2] = 0.05         # below
+    w = error_maps(0.1)(img, tgt)
+    assert w.shape == (4, 5, 3) and w.dtype == np.float32
+    assert np.argwhere(w[..., 0]).tolist() == [[0, 0], [1, 1]]
+    np.testing.assert_allclose(w[..., 1], np.abs(tgt).mean(axis=2))
+    assert np.all(w[..., 2] == 1)
+    assert not error_maps(0.1)(img, img)[..., 0].any()      # a perfect render: nothing high
+
+
+# -- the decision -------------------------------------------------------------------------------------
+
+def round_(**kw):
+    base = dict(grad_threshold=2e-4, err_min=20.0, weight_min=0.0, clone_max_scale=0.02,
+                split_samples=2, split_scale_div=1.6, min_opacity=0.3, max_world_scale=None, key=9)
+    base.update(kw)
+    return FastRound(**base)
+
+
+@pytest.mark.parametrize("room, kw", [(10**6, {}), (40, {}), (0, dict(weight_min=12.0)),
+                                      (25, dict(split_samples=3, max_world_scale=0.3))])
+def test_the_decision_is_the_same_on_both_paths(gpu_ctx, room, kw):
+    from wgsl_splat.gpu.step import GpuTrainStep
+
+    rng = np.random.default_rng(31 + room)
+    a = fast_arrays(rng, 500)
+    clone_max = float(np.median(np.exp(a.model.log_scales).max(1)))   # clones and splits
+    decision = FastDecision(round_(clone_max_scale=clone_max, **kw))
+    host = HostState(a)
+    want = host.grow(decision, room)
+    gpu = GpuTrainStep(gpu_ctx, a)
+    got = gpu.state.grow(decision, room)
+    assert want == got and ((want.cloned and want.split) or room == 0)
+    h, g = host.download(), gpu.state.download()
+    for name, arr in h.model.arrays().items():
+        np.testing.assert_allclose(g.model.arrays()[name], arr, atol=1e-6, err_msg=name)
+    for name in FAST_STATS:
+        np.testing.assert_array_equal(g.stats[name], h.stats[name], err_msg=name)
+    # what the decision means, from the arrays themselves
+    mean_grad = a.stats["grad_accum"] / np.maximum(a.stats["denom"], 1)
+    wanted = (mean_grad >= 2e-4) & (a.stats["fast_err_pixels"] >= 20.0)
+    gone = (a.model.opacities < 0.3) | (a.stats["fast_weight"] < kw.get("weight_min", -1))
+    grows = wanted & ~gone
+    assert want.counts[2] == gone.sum()
+    if room >= 10**6:
+        assert not want.capped and want.cloned + want.split == grows.sum()
+    else:
+        added = want.cloned + (decision.split_samples - 1) * want.split
+        assert want.capped and added <= room and (added > 0 or room == 0)
+        # the room went to the rows that explain the most error
+        cost = np.where(np.exp(a.model.log_scales).max(1) <= clone_max, 1,
+                        decision.split_samples - 1) * grows
+        order = np.argsort(-a.stats["fast_err"], kind="stable")
+        chosen = order[np.cumsum(cost[order]) <= room]
+        assert want.cloned + want.split == np.count_nonzero(grows[chosen])
+
+
+# -- budget, schedules, checks ------------------------------------------------------------------------
+
+def ctx(**kw):
+    base = dict(extent=1.0, white_background=False, seed=0, observations=3 * 100 * 100 * 100,
+                params_per_gaussian=59, iters=3000)
+    base.update(kw)
+    return StrategyContext(**base)
+
+
+def test_budget_and_initial_points():
+    fast = Fast(FastConfig(), ctx())
+    assert fast.budget == int(0.4 * 3_000_000 / 59) == 20338
+    assert fast.random_init_points(100_000) == int(0.4 * 20338)
+    assert fast.random_init_points(1000) == 1000
+    assert Fast(FastConfig(budget=5000), ctx()).budget == 5000
+    assert Fast(FastConfig(budget=5000), ctx(max_gaussians=4000)).budget == 4000
+    fast.check(10**6)            # a derived budget is never below the starting count
+    fast.n0 = 30_000
+    assert fast.budget == 30_000 and fast.random_init_points(100_000) == int(0.4 * 20338)
+    Fast(FastConfig(budget=5000), ctx()).check(5000)
+    with pytest.raises(StrategyError, match=r"budget \(--budget 5000\) is below the 5001 "):
+        Fast(FastConfig(budget=5000), ctx()).check(5001)
+
+
+def test_resolution_schedule_and_growth_target():
+    cfg = FastConfig(resolution_schedule="4@0,2@1000,1@2000", start=500, grow_until=2500,
+                     budget=10_000)
+    fast = Fast(cfg, ctx())
+    assert [fast.resolution(i) for i in (1, 999, 1000, 1999, 2000, 3000)] == [4, 4, 2, 2, 1, 1]
+    assert fast.target(500, 2000) == 2000
+    assert fast.target(1500, 2000) == 2000 + 8000 * 0.5 // 4
+    assert fast.target(2000, 2000) == 2000 + int(8000 * 0.75)
+    assert fast.target(9000, 2000) == 10_000
+    assert parse_schedule(" 2@0, 1@300") == "2@0,1@300"
+    for bad in ("2@100,1@300", "2@0,1@0", "0@0", "2:0", "", "1@0,x@5"):
+        with pytest.raises(ValueError):
+            parse_schedule(bad)
+    with pytest.raises(StrategyError, match="does not end at the training resolution"):
+        Fast(FastConfig(resolution_schedule="4@0,2@1000"), ctx()).check(10)
+    with pytest.raises(StrategyError, match="within the run's 3000 steps"):
+        Fast(FastConfig(resolution_schedule="2@0,1@3500"), ctx()).check(10)
+
+
+def test_views_at_a_resolution_factor():
+    """The trainer's views at factor f: the camera scaled by 1/f against the image area-averaged
+    to that size, named (i, f); factor 1 is the view as it was."""
+    from wgsl_splat.data.images import resize_area
+
+    ds = tiny_dataset()
+    step = CpuTrainStep(HostArrays.fresh(ds_model(ds), Fast.statistics))
+    views = TrainingViews(ds, step)
+    i = ds.train_indices[1]
+    full, half = views.view(i), views.view(i, 2)
+    assert full.view_id == i and half.view_id == (i, 2)
+    assert (half.camera.width, half.camera.height) == (16, 16)
+    assert half.camera.fx == pytest.approx(full.camera.fx / 2)
+    img = np.asarray(ds.load_image(i), np.float32)
+    np.testing.assert_allclose(half.target, resize_area(img, 16, 16))
+    np.testing.assert_allclose(half.target, img.reshape(16, 2, 16, 2, 3).mean(axis=(1, 3)),
+                               atol=1e-6)
+    assert views.view(i, 2).target is half.target           # cached for the NumPy path
+
+
+def ds_model(ds):
+    from wgsl_splat.model import GaussianModel
+
+    return GaussianModel.from_points(ds.points, ds.point_colors, sh_degree=1)
+
+
+# -- training, checkpoint, resume ---------------------------------------------------------------------
+
+def fast_config(iters=24):
+    cfg = tiny_config(iters)
+    cfg.strategy = "fast"
+    cfg.strategies["fast"] = FastConfig(start=4, stop=20, every=4, grow_until=16, views=3, budget=2000,
+                                        resolution_schedule="2@0,1@10", min_error_pixels=0.5)
+    return cfg
+
+
+@pytest.mark.parametrize("device", ["cpu", "gpu"])
+def test_the_fast_strategy_trains_and_resumes(tmp_path, device, gpu_ctx):
+    from wgsl_splat.gpu.step import GpuTrainStep
+
+    kw = {}
+    if device == "gpu":
+        kw["factory"] = lambda arrays, spec: GpuTrainStep(gpu_ctx, arrays, spec=spec)
+    cfg = fast_config()
+    trainer, summary, _ = run(tmp_path / "full", cfg, **kw)
+    log = (tmp_path / "full" / "train.log").read_text()
+    rounds = [line for line in log.splitlines() if "fast: N" in line]
+    assert len(rounds) == 4, log                          # steps 8, 12, 16, 20
+    assert "resolution 1/2" in rounds[0] and "resolution 1/1" in rounds[-1]
+    assert summary["num_gaussians"] > 600 and np.isfinite(summary["final_loss"])
+    assert summary["num_gaussians"] <= trainer.strategy.budget
+    if device == "gpu":   # the images of both resolutions stayed resident
+        assert trainer.step.holds_target(trainer.dataset.train_indices[0])
+        assert any(trainer.step.holds_target((v, 2)) for v in trainer.dataset.train_indices)
+    written = json.loads((tmp_path / "full" / "cfg.json").read_text())
+    assert written["strategy"] == "fast" and written["fast"]["resolution_schedule"] == "2@0,1@10"
+    assert TrainConfig.from_dict(cfg.to_dict()).strategy_config == cfg.strategy_config
+    ckpt = tmp_path / "full" / "checkpoints" / "ckpt_000016.npz"
+    with np.load(ckpt) as z:
+        meta = json.loads(bytes(z["meta"]).decode())
+        assert sorted(k[6:] for k in z.files if k.startswith("stats.")) == sorted(FAST_STATS)
+    assert meta["strategy"] == {"name": "fast", "state": {"n0": 600}}
+    resumed, rsummary, _ = run(tmp_path / "resumed", cfg, resume=str(ckpt), **kw)
+    assert resumed.strategy.n0 == 600 and rsummary["iterations"] == 24
+    if device == "cpu":   # the NumPy path resumes bit for bit
+        for name, arr in trainer.step.get_model().arrays().items():
+            np.testing.assert_array_equal(resumed.step.get_model().arrays()[name], arr)
+
+
+# -- bad input ------------------------------------------------------------------------------------------
+
+QUICK = ["--preset", "smoke", "-r", "8", "--device", "cpu", "--strategy", "fast"]
+
+
+def train(out, *args):
+    return CliRunner().invoke(main, ["train", *QUICK, "--out", str(out), *args])
+
+
+def test_a_budget_below_the_starting_points_is_refused_before_anything_is_written(tmp_path):
+    out = tmp_path / "run"
+    res = train(out, "--budget", "2000", "--iters", "1")
+    assert_one_line_error(res, "the fast strategy's budget (--budget 2000) is below the 3000 "
+                               "Gaussians the run starts with")
+    assert "init:" not in res.output and os.listdir(out) == [".lock"]
+
+
+def test_a_resolution_schedule_must_end_at_the_training_resolution(tmp_path):
+    out = tmp_path / "run"
+    res = train(out, "--resolution-schedule", "4@0,2@100", "--iters", "300")
+    assert_one_line_error(res, "--resolution-schedule 4@0,2@100 does not end at the training "
+                               "resolution")
+    assert os.listdir(out) == [".lock"]
+    res = train(out, "--resolution-schedule", "2@0,1@400", "--iters", "300")
+    assert_one_line_error(res, "within the run's 300 steps")
+    res = train(out, "--resolution-schedule", "2@5,1@10", "--iters", "300")
+    assert res.exit_code == 2 and "the first pair starts at step 0" in res.output
+    assert os.listdir(out) == [".lock"]
+
+
+def test_a_fast_checkpoint_is_not_resumed_with_another_strategy(tmp_path):
+    out = tmp_path / "run"
+    assert train(out, "--iters", "2", "--resolution-schedule", "1@0").exit_code == 0
+    def files():   # (the lock is taken and released, so its time changes)
+        return {p: os.path.getmtime(p) for p in map(str, out.rglob("*"))
+                if os.path.isfile(p) and not p.endswith(".lock")}
+
+    before = files()
+    res = CliRunner().invoke(main, ["train", "--out", str(out), "--resume", "latest",
+                                    "--device", "cpu", "--strategy", "adc"])
+    assert_one_line_error(res, "--strategy adc disagrees with the run being resumed (fast)")
+    assert len(res.output.strip().splitlines()) == 1
+    assert files() == before
+
+
+def test_the_fast_preset_is_the_strategys_schedule():
+    cfg = make_config("fast", "fast")
+    assert cfg.iters == Fast.run_presets["fast"]["iters"] and cfg.strategy == "fast"
+    assert make_config("fast", "adc").iters == 7000
+
+
+# -- quality ----------------------------------------------------------------------------------------
+
+@pytest.mark.slow
+def test_lego_short_fast_run_reaches_its_measured_quality(tmp_path, lego_dir):
+    """The ADC lego test's run (test_trainer_gpu.py: -r 16, the smoke schedule, the GPU path, the
+    200 test views) with --strategy fast: the budget (5 084 here), the observations and the
+    smoke preset's resolution schedule (1/2 to step 100) in one run.
+
+    Measured on lavapipe, 2026-11-24, seeds 0-3: 21.44 / 21.40 / 21.58 / 21.42 dB,
+    SSIM 0.869-0.877, with 4 929-4 967 Gaussians (ADC: 21.15-21.37 dB with more); the floors leave
+    0.6 dB and 0.019 of margin."""
+    out = tmp_path / "lego"
+    res = CliRunner().invoke(main, ["train", str(lego_dir), "-r", "16", "--white-background",
+                                    "--eval", "--preset", "smoke", "--seed", "0", "--device", "gpu",
+                                    "--strategy", "fast", "--out", str(out)])
+    assert res.exit_code == 0, res.output
+    final = json.loads((out / "metrics.json").read_text())["iteration_300"]
+    assert final["split"] == "test" and final["views"] == 200
+    assert final["num_gaussians"] <= 5084
+    assert final["mean"]["psnr"] > 20.8, final["mean"]
+    assert final["mean"]["ssim"] > 0.85, final["mean"]
+    log = (out / "train.log").read_text()
+    assert "resolution 1/2" in log and "resolution 1/1" in log
+
+
+def test_a_downscaled_view_keeps_its_mask(monkeypatch):
+    """A masked pixel stays out of the loss at a resolution factor: downscaled, a pixel is
+    masked when any pixel it averages was; the error maps leave masked pixels at zero."""
+    from wgsl_splat.reference.loss import MASKED
+
+    ds = tiny_dataset()
+    i = ds.train_indices[0]
+    mask = np.ones((32, 32), bool)
+    mask[5, 7] = False                       # one pixel of the 2×2 block (2, 3)
+    monkeypatch.setattr(type(ds), "load_mask", lambda self, j: mask if j == i else None)
+    views = TrainingViews(ds, CpuTrainStep(HostArrays.fresh(ds_model(ds), Fast.statistics)))
+    full, half = views.image(i), views.image(i, 2)
+    assert np.all(full[5, 7] == MASKED) and np.sum(full < 0) == 3
+    assert np.all(half[2, 3] == MASKED) and np.sum(half < 0) == 3
+    w = error_maps(0.1)(np.zeros_like(half), half)
+    assert not w[2, 3, :2].any()

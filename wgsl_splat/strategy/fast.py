@@ -1,0 +1,336 @@
+"""The fast training mode: a budget of Gaussians reached on a schedule, grown where several views
+agree that the error is, and a resolution schedule.
+
+After Taming 3DGS (Mallick et al. 2024: densify to a budget, candidates ranked by a score),
+FastGS (Ren et al. 2026: a Gaussian is grown only when, over a few sampled views, it is composited
+into enough high-error pixels — multi-view consistency) and DashGaussian (Chen et al. 2025: train at
+a low resolution first, the number of Gaussians growing with the resolution).
+
+A round (every ``every`` steps from ``start`` to ``stop``):
+
+1. observe ``views`` training views drawn for the round at the current resolution
+   (:meth:`~wgsl_splat.training.step.TrainStep.observe`): per view the render's error map
+   ``e = mean_c |render − image|``, min-max normalised as FastGS does; per Gaussian the blending
+   weights α·T summed over the high-error pixels (normalised error above ``error_threshold``),
+   weighted by ``e``, and over all pixels — the statistics ``fast_err_pixels``, ``fast_err`` and
+   ``fast_weight``;
+2. one :meth:`~wgsl_splat.training.state.TrainState.grow` with :class:`FastDecision`: rows whose
+   mean screen-space gradient passes 3DGS's threshold *and* whose high-error pixels average at least
+   ``min_error_pixels`` per observed view are cloned (small) or split (large); when more qualify than
+   the room (the budget curve at this step minus N) holds, those explaining the most error
+   (``fast_err``) grow first; nearly transparent rows are pruned.
+
+The budget is ``budget`` Gaussians, or by default ``budget_per_observation`` trained parameters per
+value the training views observe (ADC's observation cap, scaled down: one set of defaults for every
+scene). The room grows linearly from the start to ``grow_until`` and, while the resolution schedule
+trains below the training resolution, is divided by the square of its factor (DashGaussian: no more
+Gaussians than the pixels can constrain). A scene without a point cloud starts from
+``init_fraction`` of the budget in random points.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+
+from ..model import inverse_sigmoid
+from ..options import option
+from ..reference.rows import OFF, STREAM_SPLIT, stream
+from ..training.state import Decided, HostArrays, RowDecision, TrainState, wgsl_beside
+from ..training.statistics import DENOM, GRAD_ACCUM, OBSERVED, Statistic
+from .base import Strategy, StrategyError, register_strategy
+
+FAST_ERR_PIXELS = Statistic("fast_err_pixels", OBSERVED)  # Σ α·T over high-error pixels
+FAST_ERR = Statistic("fast_err", OBSERVED)                # Σ α·T·e: the error it is part of
+FAST_WEIGHT = Statistic("fast_weight", OBSERVED)          # Σ α·T: how much it is seen at all
+OBSERVED_STATS = ("fast_err_pixels", "fast_err", "fast_weight")
+
+
+def parse_schedule(text: str) -> str:
+    """``"4@0,2@1000,1@2000"`` (downscale factor @ the step it starts at, steps increasing, the
+    first at 0) normalised; ValueError with one line otherwise."""
+    try:
+        pairs = [tuple(int(x) for x in part.split("@")) for part in str(text).split(",")
+                 if part.strip()]
+        ok = pairs and all(len(p) == 2 for p in pairs)
+    except ValueError:
+        ok = False
+    if not ok:
+        raise ValueError(f"takes FACTOR@STEP pairs, e.g. 4@0,2@500,1@1000; got {text!r}")
+    steps = [s for _, s in pairs]
+    if pairs[0][1] != 0 or steps != sorted(set(steps)) or any(f < 1 for f, _ in pairs):
+        raise ValueError(f"{text!r}: the first pair starts at step 0, the steps increase and the "
+                         f"factors are at least 1")
+    return ",".join(f"{f}@{s}" for f, s in pairs)
+
+
+def schedule_pairs(text: str) -> list[tuple[int, int]]:
+    return [tuple(int(x) for x in part.split("@")) for part in parse_schedule(text).split(",")]
+
+
+@dataclass
+class FastConfig:
+    """The fast mode's defaults (one set for every scene; measured in docs/benchmarks.md)."""
+
+    PRESETS = {"smoke": dict(start=30, stop=240, every=30, grow_until=200,
+                             resolution_schedule="2@0,1@100")}
+
+    budget: int = option(0, "Gaussians the run grows to (0: --budget-per-observation of the "
+                            "training views' observed values).", flag="--budget", minimum=0)
+    budget_per_observation: float = option(
+        0.4, "Without --budget: grow to this many trained parameters per observed value (3 per "
+             "training pixel).", flag="--budget-per-observation", minimum=0.0, open_min=True)
+    init_fraction: float = option(0.4, "A scene without a point cloud starts from this fraction "
+                                       "of the budget in random points.", minimum=0.0,
+                                  maximum=1.0, open_min=True)
+    start: int = option(500, "First densification step.", minimum=0)
+    stop: int = option(4000, "Last densification step.", minimum=0)
+    every: int = option(100, "Steps between densifications.", minimum=1)
+    grow_until: int = option(3000, "The budget is reached by this step.", minimum=1)
+    max_growth: float = option(0.5, "A round adds at most this fraction of N.", minimum=0.0)
+    views: int = option(10, "Training views observed per round (FastGS: 10).", minimum=1)
+    error_threshold: float = option(
+        0.1, "A pixel's error is high above this fraction of the view's range (FastGS).",
+        minimum=0.0, maximum=1.0)
+    min_error_pixels: float = option(
+        0.0, "Grow only Gaussians blended into at least this many high-error pixels (α·T-"
+             "weighted) per observed view.", minimum=0.0)
+    min_weight: float = option(
+        0.0, "Prune Gaussians blended into less than this many pixels' worth (α·T) per "
+             "observed view (0: off).", minimum=0.0)
+    score: str = option("error", "What ranks the rows when more want to grow than the room "
+                                 "holds: the error they are part of over the observed views, or "
+                                 "3DGS's mean gradient.", choices=("error", "gradient"))
+    grad_threshold: float = option(0.0, "Mean NDC gradient ‖∂L/∂μ2D‖ a Gaussian must reach to "
+                                         "grow.", minimum=0.0)
+    percent_dense: float = option(
+        0.01, "Clone when the largest scale is at most this × the scene extent, else split.",
+        minimum=0.0)
+    split_samples: int = option(2, "Samples a split Gaussian becomes.", minimum=2, maximum=4)
+    split_scale_div: float = option(1.6, "Split samples' scales are divided by this.",
+                                    minimum=0.0, open_min=True)
+    min_opacity: float = option(0.005, "Prune Gaussians less opaque than this.", minimum=0.0,
+                                maximum=1.0)
+    max_world_scale: float = option(
+        0.1, "Prune Gaussians larger than this × the scene extent, after the first reset.",
+        minimum=0.0)
+    opacity_reset_every: int = option(3000, "Steps between opacity resets while densifying.",
+                                      minimum=1)
+    reset_opacity: float = option(0.01, "An opacity reset caps opacities at this.", minimum=0.0,
+                                  maximum=1.0, open_min=True)
+    white_background_reset: bool = option(
+        True, "With a white background, also reset opacities at the first densification step.")
+    resolution_schedule: str = option(
+        "1@0", "Downscale factors of the training views over the run, FACTOR@STEP pairs "
+               "(e.g. 4@0,2@500,1@1000); must end at 1, the training resolution.",
+        flag="--resolution-schedule", parse=parse_schedule, metavar="F@STEP,...")
+
+
+@dataclass(frozen=True)
+class FastRound:
+    """One round's thresholds in absolute units (see :class:`FastDecision`)."""
+
+    grad_threshold: float
+    err_min: float              # α·T-weighted high-error pixels summed over the observed views
+    weight_min: float           # α·T summed over the observed views (0: off)
+    clone_max_scale: float
+    split_samples: int
+    split_scale_div: float
+    min_opacity: float
+    max_world_scale: float | None
+    key: int
+    score: str = "error"
+
+
+class FastDecision(RowDecision):
+    """The fast strategy's per-row decision (``fast.wgsl``; twin: :meth:`numpy`), compared where
+    no transcendental is needed, as ADC's. Tallies: clones, splits, pruned; peak: the largest
+    error explained. Score when the room binds: the error a row is part of (``fast_err``)."""
+
+    wgsl = wgsl_beside(__file__, "fast.wgsl")
+
+    def __init__(self, rnd: FastRound) -> None:
+        self.rnd = rnd
+        self.score_stats = ("fast_err",) if rnd.score == "error" else ("grad_accum", "denom")
+        self.split_samples = rnd.split_samples
+        self.split_scale_div = rnd.split_scale_div
+        self.key = rnd.key
+
+    def params(self) -> dict:
+        r, f32 = self.rnd, np.float32
+        return dict(
+            grad=f32(r.grad_threshold), err_min=f32(r.err_min),
+            weight_min=f32(r.weight_min) if r.weight_min > 0 else -OFF,
+            log_clone=f32(math.log(r.clone_max_scale)) if r.clone_max_scale > 0 else -OFF,
+            logit_min=f32(inverse_sigmoid(r.min_opacity)),
+            log_world=f32(math.log(r.max_world_scale)) if r.max_world_scale else OFF,
+            log_div=f32(math.log(r.split_scale_div)),
+            samples=r.split_samples)
+
+    def score(self, stats: dict) -> np.ndarray:
+        if self.rnd.score == "error":
+            return stats["fast_err"].astype(np.float64)
+        return stats["grad_accum"].astype(np.float64) / np.maximum(stats["denom"], 1.0)
+
+    def numpy(self, a: HostArrays, may_grow: np.ndarray) -> Decided:
+        t = self.params()
+        st = {k: v.astype(np.float32) for k, v in a.stats.items()}
+        ga, denom = st["grad_accum"], st["denom"]
+        ls = a.model.log_scales.astype(np.float32)
+        max_ls = ls.max(axis=1) if len(ls) else np.zeros(0, np.float32)
+        wanted = (ga >= t["grad"] * np.maximum(denom, np.float32(1.0))) \
+            & (st["fast_err_pixels"] >= t["err_min"])
+        high = wanted & may_grow
+        small = max_ls <= t["log_clone"]
+        clone, split = high & small, high & ~small
+        gone = (a.model.opacity_logits.astype(np.float32) < t["logit_min"]) \
+            | (st["fast_weight"] < t["weight_min"]) | (max_ls > t["log_world"])
+        keep = ~split & ~gone
+        clone = clone & ~gone
+        split = split & ~gone & ~((max_ls - t["log_div"]) > t["log_world"])
+        cost = np.where(wanted & ~gone, np.where(small, 1, self.split_samples - 1), 0)
+        counts = np.stack([clone, split, gone], axis=1).astype(np.int64)
+        return Decided(keep, clone, split, cost.astype(np.int64), counts, st["fast_err"])
+
+
+def error_maps(threshold: float):
+    """The per-pixel weights a round observes a view with (channels: high error, error, 1)."""
+    def weights(image: np.ndarray, target: np.ndarray) -> np.ndarray:
+        e = np.abs(np.asarray(image, np.float32) - target).mean(axis=2)
+        e[(target < 0).any(axis=2)] = 0.0      # masked pixels (reference/loss.py MASKED)
+        lo, hi = float(e.min()), float(e.max())
+        high = (e - lo) > threshold * (hi - lo) if hi > lo else np.zeros(e.shape, bool)
+        return np.stack([high.astype(np.float32), e, np.ones_like(e)], axis=2)
+    return weights
+
+
+@register_strategy
+class Fast(Strategy):
+    """Fast mode: a budget reached on a schedule, growth where several views see error, a
+    resolution schedule (Taming 3DGS, FastGS, DashGaussian)"""
+
+    name = "fast"
+    Config = FastConfig
+    statistics = (GRAD_ACCUM, DENOM, FAST_ERR_PIXELS, FAST_ERR, FAST_WEIGHT)
+    run_presets = {
+        "smoke": dict(random_init_points=5000),
+        "fast": dict(iters=5000, eval_at=(500, 1000, 2000, 3000, 4000, 5000), save_at=(5000,)),
+    }
+
+    def __init__(self, config: FastConfig, ctx) -> None:
+        super().__init__(config, ctx)
+        self.n0: int | None = None          # N at the first round (the budget curve's start)
+        self.schedule = schedule_pairs(config.resolution_schedule)
+
+    @classmethod
+    def exercise_kernels(cls, step, view) -> None:
+        for k in (1, 2, 3):            # observe.wgsl's channel counts
+            step.observe([view], error_maps(0.1), OBSERVED_STATS[:k])
+        step.state.grow(FastDecision(FastRound(2e-4, 1.0, 0.5, 0.02, 2, 1.6, 0.005, 0.5, key=3)),
+                        10)
+
+    # -- budget and schedules ----------------------------------------------------------------------
+    @property
+    def derived_budget(self) -> int:
+        """The budget from the observations (or ``budget`` when given)."""
+        c, ctx = self.config, self.ctx
+        if c.budget:
+            b = c.budget
+        elif ctx.observations:
+            b = max(1, int(c.budget_per_observation * ctx.observations / ctx.params_per_gaussian))
+        else:
+            b = 1_000_000
+        return b if ctx.max_gaussians is None else min(b, ctx.max_gaussians)
+
+    @property
+    def budget(self) -> int:
+        """The Gaussians the run grows to: a derived budget is never below the starting count (a
+        point cloud denser than small views can constrain is kept; only --budget is refused)."""
+        b = self.derived_budget
+        return b if self.config.budget or self.n0 is None else max(b, self.n0)
+
+    def random_init_points(self, requested: int) -> int:
+        return max(1, min(requested, int(self.config.init_fraction * self.derived_budget)))
+
+    def resolution(self, iteration: int) -> int:
+        factor = 1
+        for f, s in self.schedule:
+            if iteration >= s:
+                factor = f
+        return factor
+
+    def target(self, iteration: int, n0: int) -> int:
+        """The Gaussians the run may have after the round at ``iteration``."""
+        c = self.config
+        span = max(c.grow_until - c.start, 1)
+        ramp = min(1.0, max(0.0, (iteration - c.start) / span))
+        f = self.resolution(iteration)
+        return int(n0 + max(self.budget - n0, 0) * ramp / (f * f))
+
+    def check(self, initial_count: int) -> None:
+        c = self.config
+        if c.budget and self.budget < initial_count:
+            raise StrategyError(f"the fast strategy's budget (--budget {c.budget}) is below the "
+                                f"{initial_count} Gaussians the run starts with: raise it or "
+                                f"start from fewer points")
+        last_factor, last_step = self.schedule[-1]
+        iters = self.ctx.iters
+        if last_factor != 1 or (iters is not None and last_step > iters):
+            raise StrategyError(f"--resolution-schedule {c.resolution_schedule} does not end at "
+                                f"the training resolution (factor 1) within the run's "
+                                f"{iters} steps: end it with 1@STEP, STEP ≤ {iters}")
+
+    # -- the hook -------------------------------------------------------------------------------
+    def observe(self, iteration: int) -> int:
+        """Observe this round's views (the three observed statistics); returns how many."""
+        views = self.ctx.views
+        if views is None:
+            return 0
+        ids = views.ids
+        k = min(self.config.views, len(ids))
+        # the same views on both paths and on resume: a function of (seed, step)
+        pick = np.random.default_rng([self.ctx.seed, iteration]).permutation(len(ids))[:k]
+        chosen = [ids[j] for j in sorted(pick)]
+        views.observe(chosen, error_maps(self.config.error_threshold), OBSERVED_STATS,
+                      iteration, self.resolution(iteration))
+        return k
+
+    def after_step(self, iteration: int, state: TrainState) -> list[str]:
+        c, it = self.config, iteration
+        lines = []
+        if c.start < it <= c.stop and it % c.every == 0:
+            if self.n0 is None:
+                self.n0 = state.n
+            room = max(0, min(self.target(it, self.n0) - state.n,
+                              int(c.max_growth * state.n) + 1))
+            # the views are observed only when their statistics decide something
+            needed = (room and (c.score == "error" or c.min_error_pixels > 0)) or c.min_weight > 0
+            seen = self.observe(it) if needed else 0
+            after_reset = it > c.opacity_reset_every
+            rnd = FastRound(
+                grad_threshold=c.grad_threshold, err_min=c.min_error_pixels * seen,
+                weight_min=c.min_weight * seen, clone_max_scale=c.percent_dense * self.ctx.extent,
+                split_samples=c.split_samples, split_scale_div=c.split_scale_div,
+                min_opacity=c.min_opacity,
+                max_world_scale=c.max_world_scale * self.ctx.extent if after_reset else None,
+                key=stream(self.ctx.seed, it, STREAM_SPLIT), score=c.score)
+            g = state.grow(FastDecision(rnd), room)
+            state.clear_stats()
+            lines.append(f"step {it}: fast: N {g.before} -> {g.after} (+{g.cloned} cloned, "
+                         f"{g.split} split, -{g.counts[2]} pruned; room {room} of budget "
+                         f"{self.budget}, resolution 1/{self.resolution(it)})"
+                         + ("; capped" if g.capped else ""))
+        white_reset = c.white_background_reset and self.ctx.white_background and it == c.start
+        if it < c.stop and (it % c.opacity_reset_every == 0 or white_reset):
+            state.reset_opacity(c.reset_opacity)
+            lines.append(f"step {it}: opacity reset to ≤ {c.reset_opacity}")
+        return lines
+
+    def state_dict(self) -> dict:
+        return dict(n0=self.n0)
+
+    def load_state_dict(self, state: dict) -> None:
+        n0 = state.get("n0")
+        self.n0 = None if n0 is None else int(n0)
