@@ -142,11 +142,13 @@ def test_all_pipelines_compile(gpu_ctx):
                     "BATCH": min(threads, 12288 // (48 * threads)), "ATOMICS": atomics,
                     "PARTIALS": partials})
     from wgsl_splat.gpu.backward import project_includes
-    lib.pipeline("project_backward", "project_backward", generated=project_includes())
+    for sink in ("grads_sink.wgsl", "adam_sink.wgsl"):   # gradients out, or Adam fused in
+        lib.pipeline("project_backward", "project_backward", defines={"SINK": sink},
+                     generated=project_includes())
     lib.pipeline("adam", "adam_step")
     from wgsl_splat.gpu.loss import window_defines
     lib.pipeline("loss", "ssim_forward", defines=window_defines())
     lib.pipeline("loss_lines", "lines_h_ssim", defines=window_defines())
-    assert lib.pipelines_created == 6 + 8 + 4 * len(atomics_variants) * len(partials_variants) + 4
+    assert lib.pipelines_created == 6 + 8 + 4 * len(atomics_variants) * len(partials_variants) + 5
     assert {p.name for p in SHADER_DIR.iterdir()} >= {"common.wgsl", "raster.wgsl"}
     assert runtime.convert_wgpu_error(ValueError("x"), "y") is None
