@@ -293,7 +293,9 @@ def test_gpu_pose_gradient_is_the_same_on_one_and_on_many_bindings(gpu_ctx):
     pose partials at global indices and the update sums all of them, and every page's uniform gets
     the corrected pose, so two steps of view 1 move its correction (and the model) as on one
     binding, up to the atomics' reordering. Pose-opt keeps Adam out of project_backward."""
-    from test_gpu_pages import N, SMALL, scene
+    import os
+
+    from test_gpu_pages import SMALL, N, scene
 
     from wgsl_splat.gpu.runtime import BINDING_ENV, create_context
     from wgsl_splat.gpu.step import GpuTrainStep
@@ -307,8 +309,6 @@ def test_gpu_pose_gradient_is_the_same_on_one_and_on_many_bindings(gpu_ctx):
     start = pose.PoseState.fresh(2)
     start.params[1] = random_delta(rng, 0.02, 0.02)
     spec = StepSpec(OptimConfig().with_scene(1.5), pose_views=2)
-    import os
-
     old = os.environ.get(BINDING_ENV)
     os.environ[BINDING_ENV] = str(SMALL)
     try:
