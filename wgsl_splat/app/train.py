@@ -207,6 +207,9 @@ def run_training(data="default", out_dir=None, preset="default", eval_split=Fals
     if cfg.appearance and (devices is not None or distributed):
         raise UserError("--appearance keeps each view's colour transform on one device: it does "
                         "not combine with --devices or --distributed")
+    if cfg.pose_opt and (devices is not None or distributed):
+        raise UserError("--pose-opt keeps each view's pose correction on one device: it does not "
+                        "combine with --devices or --distributed")
     run_info = dict(data=data if data == "default" else os.path.abspath(data), resolution=resolution,
                     eval_split=eval_split, preset=preset)
     if resume and overwrite:

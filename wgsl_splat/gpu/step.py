@@ -8,7 +8,9 @@ Per step (docs/design.md §3), all recorded into a single compute pass on buffer
     Adam in place (adam.py)
 
 The host writes three small uniforms per step (camera, Adam step sizes; the loss's only when the
-image size changes; with ``--appearance`` a fourth, the view's Adam scalars, ``appearance.py``) and nothing else: the target image is uploaded once per view and kept on the
+image size changes; with ``--appearance`` a fourth, the view's Adam scalars, ``appearance.py``;
+with ``--pose-opt`` one more, the view's loaded pose and Adam scalars, ``pose.py``, whose corrected
+pose is composed in a one-dispatch pass before the step's) and nothing else: the target image is uploaded once per view and kept on the
 device (``view_id``), and nothing is read back inside a step. The loss and the intersection
 counters of each step land in device ring buffers of ``history`` slots; the host reads a whole ring
 at once (one blocking read per ``history`` steps at most, or when :meth:`take_losses` is called).
@@ -44,6 +46,7 @@ from .filter3d import Filter3D
 from .loss import RESULT_BYTES, GpuLoss
 from .pages import page_name
 from .pool import UNIFORM_USAGE, BufferPool, buffer_usage
+from .pose import GpuPose
 from .renderer import COUNTERS_BYTES, GpuRenderer, max_gaussians
 from .runtime import GpuContext
 from .shaders import ShaderLibrary
@@ -97,7 +100,7 @@ class GpuTrainStep(TrainStep):
         self.backward = GpuBackward(ctx, self.pool, self.lib, self.renderer,
                                     float_atomics=float_atomics, subgroups=subgroups,
                                     statistics=self.statistics, loss=self.loss_config,
-                                    history=history)
+                                    history=history, pose=self.pose is not None)
         self.adam = GpuAdam(ctx, self.pool, self.lib, config, params="params", grads="grads",
                             zero_grads=False)   # project_backward writes every gradient
         # A step of one view applies Adam inside the projection backward pass (no gradient
@@ -112,6 +115,11 @@ class GpuTrainStep(TrainStep):
             self.app = GpuAppearance(ctx, self.pool, self.lib, len(self.appearance.params),
                                      config.appearance_lr)
             self.app.upload(self.appearance)
+        self.pose_opt = None
+        if self.pose is not None:   # --pose-opt: the corrections live on the device
+            self.pose_opt = GpuPose(ctx, self.pool, self.lib, len(self.pose.params),
+                                    config.pose_lr, config.extent)
+            self.pose_opt.upload(self.pose)
         self.history = int(history)
         self.pool.get("step_counts", COUNTERS_BYTES * self.history)
         self.target_cache_bytes = int(target_cache_bytes)
@@ -273,6 +281,16 @@ class GpuTrainStep(TrainStep):
         super().load_appearance(state)
         self.app.upload(state)
 
+    # -- pose corrections ---------------------------------------------------------------------------
+    def pose_state(self):
+        if self.pose_opt is not None:
+            self.pose = self.pose_opt.download()
+        return self.pose
+
+    def load_pose(self, state) -> None:
+        super().load_pose(state)
+        self.pose_opt.upload(state)
+
     # -- targets ------------------------------------------------------------------------------------
     def holds_target(self, view_id) -> bool:
         return view_id is not None and view_id in self._targets
@@ -365,10 +383,16 @@ class GpuTrainStep(TrainStep):
         app_view = view.view_id if self.app is not None else None
         if app_view is not None:
             self.app.prepare(app_view, view.camera.width, view.camera.height)
+        pose_view = view.view_id if self.pose_opt is not None else None
+        if pose_view is not None:
+            self.pose_opt.prepare(pose_view, view.camera, self.backward.pose_partials())
         stages = self.stages(target_name, slot, accumulate=accumulate, update=update,
-                             appearance=app_view is not None)
+                             appearance=app_view is not None, pose=pose_view is not None)
         with self.ctx.guard("encoding and submitting the training step"):
             enc = self.ctx.device.create_command_encoder(label="train step")
+            if pose_view is not None:   # the corrected pose over the render uniform's
+                self.pose_opt.encode_apply(enc, [self.renderer.page_uniform(page)
+                                                 for page in self.renderer.pages])
             if self.profiler is None:
                 cpass = enc.begin_compute_pass(label="train step")
                 for _name, encode in stages:
@@ -394,13 +418,16 @@ class GpuTrainStep(TrainStep):
             self.steps += 1
 
     def stages(self, target_name: str, slot: int, *, accumulate: bool = False,
-               update: tuple | None = (1, None), appearance: bool = False) -> list:
+               update: tuple | None = (1, None), appearance: bool = False,
+               pose: bool = False) -> list:
         """``(name, encode(cpass))`` of one view, in order (all in one pass unless profiling).
         ``accumulate``: add the gradients to the batch's sum so far. ``update = (batch_size,
         noise)``: append the step's update (None: none); ``noise = (scale, key)`` is MCMC's
         position noise before the update (gsplat's order). A lone view's update runs inside the
         projection backward pass (:attr:`fused_adam`). ``appearance``: the view's colour
-        transform between the render and the loss (:meth:`GpuAppearance.prepare` done)."""
+        transform between the render and the loss (:meth:`GpuAppearance.prepare` done). ``pose``:
+        the update of the view's pose correction after the backward pass (:meth:`GpuPose.prepare`
+        and :meth:`GpuPose.encode_apply` done)."""
         image, grad = ("image_app", "grad_app") if appearance else ("image", "grad_image")
 
         def loss(cpass):
@@ -427,6 +454,8 @@ class GpuTrainStep(TrainStep):
         else:
             stages.append(("project backward", lambda cpass: self.backward.encode_project(
                 cpass, stats=stats, accumulate=accumulate)))
+        if pose:
+            stages.append(("pose update", self.pose_opt.encode_update))
         if self.backward.terms:
             stages.append(("loss terms", lambda cpass: self.backward.encode_terms(
                 cpass, self.loss.n_result, slot)))

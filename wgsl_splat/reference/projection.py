@@ -250,10 +250,13 @@ def project(model: GaussianModel, camera: Camera, active_sh_degree: int | None =
 
 def project_backward(model: GaussianModel, camera: Camera, proj: Projection, dL_dmeans2d: np.ndarray,
                      dL_dconics: np.ndarray, dL_dcolors: np.ndarray,
-                     dL_dopacities: np.ndarray) -> GaussianModel:
+                     dL_dopacities: np.ndarray, view_grad: np.ndarray | None = None
+                     ) -> GaussianModel:
     """Chain screen-space gradients back to the parameters; returns a GaussianModel of gradients.
 
     dL_dconics is w.r.t. (a, b, c) where b is the shared off-diagonal entry. Culled rows get zero.
+    ``view_grad`` (3, 4): ``[dL/dR | dL/dt]`` of the camera's world-to-camera matrix is added into
+    it (``--pose-opt``, :func:`view_matrix_grad`).
     """
     tm = proj.terms
     vis = proj.visible
@@ -343,8 +346,32 @@ def project_backward(model: GaussianModel, camera: Camera, proj: Projection, dL_
     g_t[:, 0] += fx / tz * g_m2d[:, 0]
     g_t[:, 1] += fy / tz * g_m2d[:, 1]
     g_t[:, 2] += -fx * ux / tz * g_m2d[:, 0] - fy * uy / tz * g_m2d[:, 1]
+    if view_grad is not None:
+        view_grad += view_matrix_grad(model, camera, tm, g_t, g_tmat, g_view)
     g_means = g_means + g_t @ rot_cam
     grads.means[:] = np.where(vis[:, None], g_means, 0.0)
     for arr in (grads.log_scales, grads.quats, grads.sh):
         arr[~vis] = 0.0
     return grads
+
+
+def view_matrix_grad(model: GaussianModel, camera: Camera, terms: dict, g_t: np.ndarray,
+                     g_tmat: np.ndarray, g_view: np.ndarray) -> np.ndarray:
+    """``[dL/dR | dL/dt]`` (3, 4) of the world-to-camera matrix ``[R | t]`` from the per-Gaussian
+    gradients :func:`project_backward` computes (zero on culled rows), through the three places
+    the pose enters the projection:
+
+    - camera-space means ``t_c = R·μ + t``: ``dL/dR += Σ g_t·μᵀ``, ``dL/dt += Σ g_t``;
+    - ``T = J·R`` in ``Σ2D = T Σ Tᵀ``: ``dL/dR += Σ Jᵀ·dL/dT`` (with J = T·Rᵀ);
+    - the SH view direction from the centre ``c = −Rᵀt``: with ``g_c = −Σ dL/d(μ − c)``,
+      ``dL/dt += −R·g_c`` and ``dL/dR += −t·g_cᵀ``.
+    """
+    rot_cam = camera.rotation.astype(model.dtype)
+    trans = camera.translation.astype(model.dtype)
+    jac = terms["tmat"] @ rot_cam.T
+    g_r = g_t.T @ model.means + np.einsum("nji,njk->ik", jac, g_tmat)
+    g_tr = g_t.sum(axis=0)
+    g_c = -g_view.sum(axis=0)
+    g_tr = g_tr - rot_cam @ g_c
+    g_r = g_r - np.outer(trans, g_c)
+    return np.concatenate([g_r, g_tr[:, None]], axis=1)

@@ -75,11 +75,12 @@ def render_image(model: GaussianModel, camera: Camera, background=(0.0, 0.0, 0.0
 
 
 def render_backward(model: GaussianModel, camera: Camera, out: RenderOutput,
-                    dL_dimage: np.ndarray) -> Gradients:
+                    dL_dimage: np.ndarray, view_grad: np.ndarray | None = None) -> Gradients:
+    """``view_grad`` (3, 4): the camera's ``[dL/dR | dL/dt]`` is added into it (``--pose-opt``)."""
     dL_dimage = np.asarray(dL_dimage, dtype=out.image.dtype)
     if dL_dimage.shape != out.image.shape:
         raise ValueError(f"dL/dimage has shape {dL_dimage.shape}, image is {out.image.shape}")
     screen = rasterize_backward(out.proj, out.raster, dL_dimage)
     params = project_backward(model, camera, out.proj, screen.means2d, screen.conics, screen.colors,
-                              screen.opacities)
+                              screen.opacities, view_grad)
     return Gradients(params, screen, out.proj.visible.copy())

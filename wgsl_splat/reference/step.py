@@ -6,7 +6,7 @@ import numpy as np
 
 from ..model import GaussianModel
 from ..render_config import RenderConfig
-from ..training import appearance
+from ..training import appearance, pose
 from ..training.losses import LossConfig, param_terms_numpy
 from ..training.optim import AdamState, OptimConfig, adam_step
 from ..training.state import HostArrays
@@ -63,6 +63,10 @@ class CpuTrainStep(TrainStep):
             self._grad_sum = model.zeros_like()
         for view in views:
             camera = view.camera
+            use_pose = self.pose is not None and view.view_id is not None
+            if use_pose:   # --pose-opt: render from the corrected pose (training/pose.py)
+                delta = self.pose.params[view.view_id]
+                camera = pose.refined_camera(camera, delta)
             out = render(model, camera, self.background, active_sh_degree=active_sh_degree,
                          config=self.render_config, filter_3d=self._state.filter_3d)
             image = out.image
@@ -78,7 +82,12 @@ class CpuTrainStep(TrainStep):
                 appearance.adam_update(self.appearance, view.view_id, d_a,
                                        self.config.appearance_lr, appearance.BETA1,
                                        appearance.BETA2)
-            grads = render_backward(model, camera, out, dL_dimage)
+            view_grad = np.zeros((3, 4)) if use_pose else None
+            grads = render_backward(model, camera, out, dL_dimage, view_grad)
+            if use_pose:
+                pose.adam_update(self.pose, view.view_id,
+                                 pose.delta_grad(view.camera.world_to_camera, delta, view_grad),
+                                 self.config.pose_lr, self.config.extent)
             loss += param_terms_numpy(self.loss_config, model, grads.params)
             if self.statistics:
                 obs = ViewObservation(grads.screen.means2d, out.proj.radii, camera.width,

@@ -4,8 +4,8 @@
 
 1. **Variants.** :func:`tour` drives the real host code (renderer, training step in both render
    modes and every layout, each accumulation variant of the backward pass, densification, the 3D
-   filter, sorts, loss variants, the appearance transform, Adam, the roofline's limit kernels,
-   the viewer's present shader)
+   filter, sorts, loss variants, the appearance transform, pose refinement, Adam, the roofline's
+   limit kernels, the viewer's present shader)
    on a small problem while :func:`~wgsl_splat.gpu.shaders.record_variants` records what the
    loader is asked for: each module (name, ``{{DEFINES}}``, render configuration) and each pipeline
    made from it (entry point, override constants). ``tests/test_portability.py`` fails when a
@@ -244,26 +244,28 @@ def _backward_variants(step, combos, GpuBackward) -> None:
 
 def _generated_variants(ctx, model, cam, target, config, strategies, terms, LossConfig,
                         HostArrays) -> None:
-    """One step of every combination of the registered strategies' statistics and the subsets of
-    the loss's parameter terms (code generated into project_backward.wgsl; see :func:`uncovered`
-    for why one set of constants is enough)."""
+    """One step of every combination of the registered strategies' statistics, the subsets of
+    the loss's parameter terms and --pose-opt off and on (code generated into
+    project_backward.wgsl; see :func:`uncovered` for why one set of constants is enough)."""
     import itertools
 
     from ..gpu.step import GpuTrainStep
     from ..training.optim import OptimConfig
-    from ..training.step import View
+    from ..training.step import StepSpec, View
 
     stat_sets = {tuple(s.name for s in cls.statistics) for cls in strategies.values()}
     for stats in sorted(stat_sets):
         for k in range(len(terms) + 1):
             for chosen in itertools.combinations(terms, k):
                 loss = LossConfig(**{t.weight: 0.01 for t in chosen})
-                step = GpuTrainStep(ctx, HostArrays.fresh(model, stats), OptimConfig(),
-                                    loss=loss, render_config=config)
-                view = View(cam, target, view_id=0)
-                step.step_batch([view, view], 3)
-                step.step_batch([view], 3)
-                step.take_losses()
+                for pose in (0, 1):   # --pose-opt: its view-matrix gradient and shaders/pose.wgsl
+                    spec = StepSpec(OptimConfig(), loss=loss, statistics=stats, pose_views=pose)
+                    step = GpuTrainStep(ctx, HostArrays.fresh(model, stats), spec=spec,
+                                        render_config=config)
+                    view = View(cam, target, view_id=0)
+                    step.step_batch([view, view], 3)
+                    step.step_batch([view], 3)   # a lone view: the fused Adam sink when fusable
+                    step.take_losses()
     for name in sorted(strategies):    # each strategy's own kernels (Strategy.exercise_kernels)
         cls = strategies[name]
         step = GpuTrainStep(ctx, HostArrays.fresh(model, cls.statistics), OptimConfig(),

@@ -87,6 +87,11 @@ class TrainConfig:
         False, "Learn a 3x4 affine colour transform per training view with the model (exposure / "
                "white-balance compensation, as Inria's); training-only: held-out views are scored "
                "without one, the PLY stays standard.", flag="--appearance", is_flag=True)
+    pose_opt: bool = option(
+        False, "Learn a 6-DoF correction of every training view's pose with the model (gsplat's "
+               "pose_opt), for captures whose poses are slightly off; training-only: held-out "
+               "views keep their loaded poses, the PLY stays standard.", flag="--pose-opt",
+        is_flag=True)
     loss: LossConfig = section(LossConfig)
     optim: OptimConfig = section(OptimConfig)
     strategies: dict = field(default_factory=_strategy_configs)

@@ -88,6 +88,10 @@ class OptimConfig:
         1e-3, "Learning rate of the per-view colour transforms (--appearance), constant; Adam "
               "with β 0.9/0.999, ε 1e-8 (Inria's exposure optimiser decays 0.01 → 0.001).",
         minimum=0.0)
+    pose_lr: float = option(
+        1e-3, "Learning rate of the per-view pose corrections (--pose-opt), constant: radians for "
+              "the rotation, × the scene extent for the translation; Adam with β 0.9/0.999, "
+              "ε 1e-8.", flag="--pose-lr", minimum=0.0)
     beta1: float = option(0.9, "Adam β1.", minimum=0.0, maximum=1.0)
     beta2: float = option(0.999, "Adam β2.", minimum=0.0, maximum=1.0)
     eps: float = option(1e-15, "Adam ε.", minimum=0.0)

@@ -25,6 +25,7 @@ from ..render_config import CLASSIC, RenderConfig
 from .appearance import AppearanceState
 from .losses import LossConfig
 from .optim import OptimConfig
+from .pose import PoseState
 from .state import TrainState
 
 
@@ -39,6 +40,7 @@ class StepSpec:
     loss: LossConfig = field(default_factory=LossConfig)
     statistics: tuple = ()
     appearance_views: int = 0    # --appearance: a colour transform per view id 0..n-1 (0: off)
+    pose_views: int = 0          # --pose-opt: a pose correction per view id 0..n-1 (0: off)
 
 
 @dataclass(frozen=True)
@@ -96,6 +98,8 @@ class TrainStep(ABC):
         self.filter_cameras: list[Camera] = []
         views = spec.appearance_views if spec is not None else 0
         self.appearance = AppearanceState.fresh(views) if views else None
+        views = spec.pose_views if spec is not None else 0
+        self.pose = PoseState.fresh(views) if views else None
 
     def appearance_state(self) -> AppearanceState | None:
         """The per-view colour transforms and their Adam state (None without --appearance)."""
@@ -104,6 +108,14 @@ class TrainStep(ABC):
     def load_appearance(self, state: AppearanceState) -> None:
         """Continue from ``state`` (a resumed run)."""
         self.appearance = state
+
+    def pose_state(self) -> PoseState | None:
+        """The per-view pose corrections and their Adam state (None without --pose-opt)."""
+        return self.pose
+
+    def load_pose(self, state: PoseState) -> None:
+        """Continue from ``state`` (a resumed run)."""
+        self.pose = state
 
     @property
     @abstractmethod

@@ -37,6 +37,7 @@ from ..reference.rows import STREAM_NOISE, stream
 from ..strategy import Strategy, StrategyContext, StrategyError, make_strategy
 from .config import TrainConfig
 from .appearance import AppearanceState
+from .pose import PoseState
 from .evaluation import Lpips, evaluate_views, held_out_views
 from .optim import AdamState
 from .state import HostArrays
@@ -216,6 +217,10 @@ def check_new_run(dataset, cfg: TrainConfig) -> None:
         raise TrainingError("--appearance with --eval: this split holds out no view that is not "
                             "also trained on (one view), so the evaluation would score colour "
                             "transforms fitted on the test view itself; drop one of the two")
+    if cfg.pose_opt and len(dataset.train_indices) < 2:
+        raise TrainingError("--pose-opt needs two or more training views: against one view a pose "
+                            "correction only moves the camera with the scene (nothing to refine "
+                            "it against); drop the flag")
 
 
 def empty_image_loss(dataset, cfg: TrainConfig, views: int = 8) -> float:
@@ -370,6 +375,9 @@ class Trainer:
         app = self.step.appearance_state()
         if app is not None:   # --appearance: training-only, in the checkpoint, never the PLY
             arrays.update({f"appearance.{k}": v for k, v in app.to_arrays().items()})
+        poses = self.step.pose_state()
+        if poses is not None:   # --pose-opt: training-only, in the checkpoint, never the PLY
+            arrays.update({f"pose.{k}": v for k, v in poses.to_arrays().items()})
         meta = dict(iteration=iteration, rng=self.rng.bit_generator.state, view_stack=self.view_stack,
                     config=self.cfg.to_dict(), extent=self.extent, run=self.run_info,
                     initial_gaussians=self.initial_n,
@@ -407,6 +415,17 @@ class Trainer:
                     {k[len("appearance."):]: z[k] for k in z.files if k.startswith("appearance.")})
         except (OSError, KeyError, ValueError, EOFError, zipfile.BadZipFile) as exc:
             raise TrainingError(f"cannot read the appearance of checkpoint {path}: {exc}") from None
+
+    @staticmethod
+    def load_pose(path: str) -> PoseState:
+        """The per-view pose corrections a checkpoint of a ``--pose-opt`` run holds."""
+        try:
+            with np.load(path) as z:
+                return PoseState.from_arrays(
+                    {k[len("pose."):]: z[k] for k in z.files if k.startswith("pose.")})
+        except (OSError, KeyError, ValueError, EOFError, zipfile.BadZipFile) as exc:
+            raise TrainingError(f"cannot read the pose corrections of checkpoint {path}: "
+                                f"{exc}") from None
 
     def latest_checkpoint(self) -> str | None:
         found = checkpoint_files(self.checkpoint_dir())
@@ -488,10 +507,13 @@ class Trainer:
             raise TrainingError(str(exc)) from None
         spec = StepSpec(self.optim, tuple(cfg.background), cfg.loss,
                         tuple(s.name for s in self.strategy.statistics),
-                        appearance_views=len(self.dataset.cameras) if cfg.appearance else 0)
+                        appearance_views=len(self.dataset.cameras) if cfg.appearance else 0,
+                        pose_views=len(self.dataset.cameras) if cfg.pose_opt else 0)
         self.step: TrainStep = self.step_factory(arrays, spec)
         if meta is not None and cfg.appearance:
             self.step.load_appearance(self.load_appearance(path))
+        if meta is not None and cfg.pose_opt:
+            self.step.load_pose(self.load_pose(path))
         ctx.max_gaussians = self.step.max_gaussians
         self.views = ctx.views = TrainingViews(self.dataset, self.step, self.active_sh_degree)
         # antialiased: the 3D filter from the training views (a resumed run recomputes it)

@@ -27,6 +27,7 @@ override ACCUMULATE: bool = false;
 #include "gaussian.wgsl"
 #include "statistics.wgsl"
 #include "param_terms.wgsl"
+#include "pose_grad.wgsl"
 #include "{{SINK}}"
 
 @group(0) @binding(0) var<uniform> rp: RenderParams;
@@ -157,6 +158,7 @@ fn project_backward(@builtin(local_invocation_index) lid: u32,
             term_partials[rp.grid.x / BLOCK_SIZE + wg] = wg_terms[0];   // pages start at whole workgroups
         }
     }
+    reduce_pose(lid, wg);   // --pose-opt (pose_grad.wgsl, generated; nothing without it)
 }
 
 // One Gaussian's gradients and statistics; returns its share of the parameter terms' value.
@@ -203,6 +205,7 @@ fn backward_row(i: u32) -> f32 {
                          select(1.0, 0.0, (s.flags & 4u) != 0u));
     let g_dir = sh_backward(sh_base, k, active_degree(), d, v2.xyz * keep);
     var g_mean = (g_dir - d * dot(g_dir, d)) / max(view_len, 1e-12);
+    let g_view = g_mean;
 
     // Conic = Σ2D⁻¹: dL/dΣ2D = -C G C, G the symmetric gradient (b counted twice).
     let t = camera_space(mean);
@@ -287,5 +290,7 @@ fn backward_row(i: u32) -> f32 {
     g_t = g_t + vec3<f32>(fx / tz * v0.x, fy / tz * v0.y, -fx * e.u.x / tz * v0.x - fy * e.u.y / tz * v0.y);
     g_mean = g_mean + g_t.x * w0 + g_t.y * w1 + g_t.z * w2;
     put3(3u * i, g_mean);
+    pose_contribution(mean, g_view, g_t, gt0, gt1,
+                      vec4<f32>(fx / tz, -fx * e.uc.x / tz, fy / tz, -fy * e.uc.y / tz));
     return add_param_terms(i, n);
 }
