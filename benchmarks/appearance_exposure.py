@@ -48,6 +48,7 @@ def main() -> None:
     ap.add_argument("--iters", type=int, default=1500)
     ap.add_argument("--device", default="auto")
     ap.add_argument("--preset", default="smoke")
+    ap.add_argument("--picture", type=Path, default=None, help="write a comparison PNG here")
     args = ap.parse_args()
     scene = args.work / "scene"
     shutil.rmtree(scene, ignore_errors=True)
@@ -61,6 +62,12 @@ def main() -> None:
         ev = json.loads((out / "metrics.json").read_text())[f"iteration_{args.iters}"]
         print(f"{label:21s} held-out PSNR {ev['mean']['psnr']:.2f} dB, SSIM "
               f"{ev['mean']['ssim']:.4f}, L1 {ev['mean']['l1']:.4f}, N {ev['num_gaussians']}")
+    if args.picture:
+        from masks_ghost import picture   # benchmarks/ is the script's folder, on sys.path
+
+        runs = [args.work / "run_plain", args.work / "run_app"]
+        name = picture(scene, runs, args.r, args.iters, args.picture)
+        print(f"{args.picture}: photo | without --appearance | with it, held-out view {name}")
 
 
 if __name__ == "__main__":

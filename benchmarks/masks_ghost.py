@@ -77,8 +77,8 @@ def train(scene: Path, out: Path, r: int, iters: int, device: str, preset: str,
 
 
 def picture(scene: Path, runs: list[Path], r: int, iters: int, out: Path) -> str:
-    """Photo | unmasked run | masked run of the first held-out view (it looks at the ball's
-    place from the first half of the capture)."""
+    """The first held-out view: its photo, then each run's render of it side by side (here:
+    unmasked | masked; it looks at the ball's place from the first half of the capture)."""
     from wgsl_splat.data.datasets import load_dataset
 
     d = load_dataset(scene, resolution=r, eval_split=True)
