@@ -12,14 +12,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..training.appearance import (
-    APPEARANCE_EPS,
-    BETA1,
-    BETA2,
-    FLOATS,
-    AppearanceState,
-    adam_scalars,
-)
+from ..training.appearance import FLOATS, AppearanceState
+from ..training.per_view import BETA1, BETA2, EPS, adam_scalars
 from .pool import UNIFORM_USAGE, BufferPool, buffer_usage
 from .shaders import ShaderLibrary
 
@@ -38,17 +32,12 @@ class GpuAppearance:
         self.width = self.height = 0
 
     def upload(self, state: AppearanceState) -> None:
-        flat = np.concatenate([state.params.reshape(self.views, FLOATS),
-                               state.m.reshape(self.views, FLOATS),
-                               state.v.reshape(self.views, FLOATS)], axis=1)
-        self.pool.write("app_state", np.ascontiguousarray(flat, np.float32))
+        self.pool.write("app_state", state.to_flat())
         self.steps = state.steps.copy()
 
     def download(self) -> AppearanceState:
         flat = self.pool.read_array("app_state", np.float32, 3 * FLOATS * self.views)
-        flat = flat.reshape(self.views, 3, 3, 4)
-        return AppearanceState(flat[:, 0].copy(), flat[:, 1].copy(), flat[:, 2].copy(),
-                               self.steps.copy())
+        return AppearanceState.from_flat(flat, self.steps)
 
     def prepare(self, view: int, width: int, height: int) -> None:
         """Size the buffers and write the uniform of ``view``'s step (before its submit)."""
@@ -57,11 +46,11 @@ class GpuAppearance:
         for name in ("image_app", "grad_app"):
             self.pool.get(name, 12 * px)
         self.pool.get("app_partials", 4 * FLOATS * self.height)
-        step_size, inv_bc2 = adam_scalars(self.steps, view, self.lr, BETA1, BETA2)
+        step_size, inv_bc2 = adam_scalars(self.steps, view, self.lr)
         u = np.zeros(1, self._dtype)
         u["dims"] = (self.width, self.height, view, 0)
         u["adam"] = (step_size, inv_bc2, BETA1, BETA2)
-        u["misc"] = (APPEARANCE_EPS, 0.0, 0.0, 0.0)
+        u["misc"] = (EPS, 0.0, 0.0, 0.0)
         self.pool.write("app_params", u)
 
     def _bind(self, cpass):

@@ -18,8 +18,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..training.appearance import adam_scalars
-from ..training.pose import BETA1, BETA2, FLOATS, POSE_EPS, PoseState
+from ..training.per_view import BETA1, BETA2, EPS, adam_scalars
+from ..training.pose import FLOATS, PoseState
 from .pool import UNIFORM_USAGE, BufferPool, buffer_usage
 from .shaders import ShaderLibrary
 
@@ -40,25 +40,22 @@ class GpuPose:
         self.steps = np.zeros(self.views, np.int64)
 
     def upload(self, state: PoseState) -> None:
-        flat = np.concatenate([state.params, state.m, state.v], axis=1)
-        self.pool.write("pose_state", np.ascontiguousarray(flat, np.float32))
+        self.pool.write("pose_state", state.to_flat())
         self.steps = state.steps.copy()
 
     def download(self) -> PoseState:
         flat = self.pool.read_array("pose_state", np.float32, 3 * FLOATS * self.views)
-        flat = flat.reshape(self.views, 3, FLOATS)
-        return PoseState(flat[:, 0].copy(), flat[:, 1].copy(), flat[:, 2].copy(),
-                         self.steps.copy())
+        return PoseState.from_flat(flat, self.steps)
 
     def prepare(self, view: int, camera, partials: int) -> None:
         """Write the uniform of ``view``'s step (before its submit): its loaded pose, Adam's
         scalars and how many partials ``project_backward`` writes."""
-        step_size, inv_bc2 = adam_scalars(self.steps, view, self.lr, BETA1, BETA2)
+        step_size, inv_bc2 = adam_scalars(self.steps, view, self.lr)
         u = np.zeros(1, self._dtype)
         w2c = np.asarray(camera.world_to_camera, np.float64)
         u["w0"], u["w1"], u["w2"] = w2c[:3].astype(np.float32)
         u["adam"] = (step_size, inv_bc2, BETA1, BETA2)
-        u["misc"] = (POSE_EPS, self.extent, 0.0, 0.0)
+        u["misc"] = (EPS, self.extent, 0.0, 0.0)
         u["dims"] = (view, partials, 0, 0)
         self.pool.write("pose_params", u)
 

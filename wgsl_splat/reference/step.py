@@ -6,7 +6,7 @@ import numpy as np
 
 from ..model import GaussianModel
 from ..render_config import RenderConfig
-from ..training import appearance, pose
+from ..training import appearance, per_view, pose
 from ..training.losses import LossConfig, param_terms_numpy
 from ..training.optim import AdamState, OptimConfig, adam_step
 from ..training.state import HostArrays
@@ -79,15 +79,14 @@ class CpuTrainStep(TrainStep):
                 dL_dimage, d_a = appearance.backward(out.image,
                                                      self.appearance.params[view.view_id],
                                                      dL_dimage)
-                appearance.adam_update(self.appearance, view.view_id, d_a,
-                                       self.config.appearance_lr, appearance.BETA1,
-                                       appearance.BETA2)
+                per_view.adam_update(self.appearance, view.view_id, d_a,
+                                     self.config.appearance_lr)
             view_grad = np.zeros((3, 4)) if use_pose else None
             grads = render_backward(model, camera, out, dL_dimage, view_grad)
             if use_pose:
-                pose.adam_update(self.pose, view.view_id,
-                                 pose.delta_grad(view.camera.world_to_camera, delta, view_grad),
-                                 self.config.pose_lr, self.config.extent)
+                per_view.adam_update(self.pose, view.view_id,
+                                     pose.delta_grad(view.camera.world_to_camera, delta, view_grad),
+                                     self.config.pose_lr, pose.rate_scale(self.config.extent))
             loss += param_terms_numpy(self.loss_config, model, grads.params)
             if self.statistics:
                 obs = ViewObservation(grads.screen.means2d, out.proj.radii, camera.width,

@@ -8,9 +8,10 @@ in camera axes, applied to the loaded world-to-camera matrix ``W = [R | t]`` as 
 Gradients: the projection's backward pass gives ``dL/dR'`` and ``dL/dt'`` (the 3×4 view-matrix
 gradient, ``reference/projection.py:view_matrix_grad``); then ``dL/dτ = dL/dt'``,
 ``dL/dexp(ω) = dL/dR'·Rᵀ + dL/dt'·tᵀ`` and ``dL/dω_k = Σ dL/dexp(ω) ⊙ ∂exp(ω)/∂ω_k`` through
-SO(3)'s left Jacobian (:func:`left_jacobian`: stable in float32 near ω = 0). Each view's δ is updated by Adam (PyTorch's,
-ε = 1e-8) right after its view's backward pass, with its own step count; the rotation's rate is
-``pose_lr``, the translation's ``pose_lr × scene extent`` (world units, as the means' rate).
+SO(3)'s left Jacobian (:func:`left_jacobian`: stable in float32 near ω = 0). Each view's δ is
+updated by its own Adam right after its view's backward pass (``training/per_view.py``); the
+rotation's rate is ``pose_lr``, the translation's ``pose_lr × scene extent`` (world units, as the
+means' rate: :func:`rate_scale`).
 
 Training-only: the PLY is the standard layout, and held-out views keep their loaded poses (nothing
 is fitted on a test view).
@@ -18,15 +19,11 @@ is fitted on a test view).
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 import numpy as np
 
 from ..camera import Camera
-from .appearance import adam_scalars
+from .per_view import PerViewState
 
-POSE_EPS = 1e-8
-BETA1, BETA2 = 0.9, 0.999   # PyTorch Adam's defaults, as gsplat's pose optimiser
 FLOATS = 6                  # τ (3), ω (3)
 
 
@@ -107,37 +104,12 @@ def rotation_angle_deg(r: np.ndarray) -> float:
     return float(np.degrees(np.arccos(np.clip(c, -1.0, 1.0))))
 
 
-@dataclass
-class PoseState:
+class PoseState(PerViewState):
     """Every view's correction and its Adam moments, (V, 6) float32 each, and its step count."""
 
-    params: np.ndarray
-    m: np.ndarray
-    v: np.ndarray
-    steps: np.ndarray     # (V,) int64
-
-    @staticmethod
-    def fresh(views: int) -> PoseState:
-        z = np.zeros((views, FLOATS), np.float32)
-        return PoseState(z, z.copy(), z.copy(), np.zeros(views, np.int64))
-
-    def to_arrays(self) -> dict:
-        return {"params": self.params, "m": self.m, "v": self.v, "steps": self.steps}
-
-    @staticmethod
-    def from_arrays(d: dict) -> PoseState:
-        return PoseState(*(np.ascontiguousarray(d[k], np.float32) for k in ("params", "m", "v")),
-                         np.asarray(d["steps"], np.int64))
+    SHAPE = (FLOATS,)
 
 
-def adam_update(state: PoseState, view: int, grad: np.ndarray, lr: float, extent: float) -> None:
-    """PyTorch's Adam on view ``view``'s correction (float32): rate ``lr`` for ω, ``lr·extent``
-    for τ."""
-    step_size, inv_bc2_sqrt = adam_scalars(state.steps, view, lr, BETA1, BETA2)
-    rates = np.array([extent] * 3 + [1.0] * 3, np.float32) * np.float32(step_size)
-    g = np.asarray(grad, np.float32)
-    m, v, p = state.m[view], state.v[view], state.params[view]
-    m += np.float32(1.0 - BETA1) * (g - m)
-    v *= np.float32(BETA2)
-    v += np.float32(1.0 - BETA2) * (g * g)
-    p -= rates * m / (np.sqrt(v) * np.float32(inv_bc2_sqrt) + np.float32(POSE_EPS))
+def rate_scale(extent: float) -> np.ndarray:
+    """The per-element factor of the Adam rate: the scene extent for τ, 1 for ω."""
+    return np.array([extent] * 3 + [1.0] * 3, np.float32)

@@ -37,6 +37,7 @@ from ..reference.rows import STREAM_NOISE, stream
 from ..strategy import Strategy, StrategyContext, StrategyError, make_strategy
 from .config import TrainConfig
 from .appearance import AppearanceState
+from .per_view import PerViewState
 from .pose import PoseState
 from .evaluation import Lpips, evaluate_views, held_out_views
 from .optim import AdamState
@@ -407,25 +408,14 @@ class Trainer:
         return meta, arrays
 
     @staticmethod
-    def load_appearance(path: str) -> AppearanceState:
-        """The per-view colour transforms a checkpoint of an ``--appearance`` run holds."""
+    def load_per_view(path: str, state: type[PerViewState], prefix: str, what: str):
+        """The per-view parameters (``state``'s kind, saved as ``prefix.*``) a checkpoint holds."""
         try:
             with np.load(path) as z:
-                return AppearanceState.from_arrays(
-                    {k[len("appearance."):]: z[k] for k in z.files if k.startswith("appearance.")})
+                return state.from_arrays(
+                    {k[len(prefix) + 1:]: z[k] for k in z.files if k.startswith(prefix + ".")})
         except (OSError, KeyError, ValueError, EOFError, zipfile.BadZipFile) as exc:
-            raise TrainingError(f"cannot read the appearance of checkpoint {path}: {exc}") from None
-
-    @staticmethod
-    def load_pose(path: str) -> PoseState:
-        """The per-view pose corrections a checkpoint of a ``--pose-opt`` run holds."""
-        try:
-            with np.load(path) as z:
-                return PoseState.from_arrays(
-                    {k[len("pose."):]: z[k] for k in z.files if k.startswith("pose.")})
-        except (OSError, KeyError, ValueError, EOFError, zipfile.BadZipFile) as exc:
-            raise TrainingError(f"cannot read the pose corrections of checkpoint {path}: "
-                                f"{exc}") from None
+            raise TrainingError(f"cannot read the {what} of checkpoint {path}: {exc}") from None
 
     def latest_checkpoint(self) -> str | None:
         found = checkpoint_files(self.checkpoint_dir())
@@ -511,9 +501,10 @@ class Trainer:
                         pose_views=len(self.dataset.cameras) if cfg.pose_opt else 0)
         self.step: TrainStep = self.step_factory(arrays, spec)
         if meta is not None and cfg.appearance:
-            self.step.load_appearance(self.load_appearance(path))
+            self.step.load_appearance(self.load_per_view(path, AppearanceState, "appearance",
+                                                         "appearance"))
         if meta is not None and cfg.pose_opt:
-            self.step.load_pose(self.load_pose(path))
+            self.step.load_pose(self.load_per_view(path, PoseState, "pose", "pose corrections"))
         ctx.max_gaussians = self.step.max_gaussians
         self.views = ctx.views = TrainingViews(self.dataset, self.step, self.active_sh_degree)
         # antialiased: the 3D filter from the training views (a resumed run recomputes it)
