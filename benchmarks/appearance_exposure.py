@@ -15,11 +15,10 @@ from __future__ import annotations
 import argparse
 import json
 import shutil
-import subprocess
-import sys
 from pathlib import Path
 
 import numpy as np
+from masks_ghost import picture, train   # benchmarks/ is the script's folder, on sys.path
 from PIL import Image
 
 
@@ -55,16 +54,11 @@ def main() -> None:
     build(args.data, scene, args.r)
     for label, extra in (("without --appearance", []), ("with --appearance", ["--appearance"])):
         out = args.work / ("run_app" if extra else "run_plain")
-        subprocess.run([sys.executable, "-m", "wgsl_splat", "train", str(scene), "--out", str(out),
-                        "--eval", "-r", str(args.r), "--iters", str(args.iters), "--device",
-                        args.device, "--overwrite", "--eval-at", str(args.iters), "--preset",
-                        args.preset, *extra], check=True, stdout=subprocess.DEVNULL)
-        ev = json.loads((out / "metrics.json").read_text())[f"iteration_{args.iters}"]
+        m = train(scene, out, args.r, args.iters, args.device, args.preset, extra)
+        ev = m[f"iteration_{args.iters}"]
         print(f"{label:21s} held-out PSNR {ev['mean']['psnr']:.2f} dB, SSIM "
               f"{ev['mean']['ssim']:.4f}, L1 {ev['mean']['l1']:.4f}, N {ev['num_gaussians']}")
     if args.picture:
-        from masks_ghost import picture   # benchmarks/ is the script's folder, on sys.path
-
         runs = [args.work / "run_plain", args.work / "run_app"]
         name = picture(scene, runs, args.r, args.iters, args.picture)
         print(f"{args.picture}: photo | without --appearance | with it, held-out view {name}")
