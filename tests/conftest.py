@@ -83,3 +83,28 @@ def gpu_ctx():
                     f"GPU install Mesa's lavapipe (Debian: mesa-vulkan-drivers).", pytrace=False)
     yield ctx
     ctx.close()
+
+
+SMALL_BINDING = 1 << 16   # bytes per storage binding of small_ctx
+
+
+@pytest.fixture(scope="module")
+def small_ctx(gpu_ctx):
+    """A second device on the same adapter whose storage bindings hold 64 KiB: per-Gaussian data
+    spans several pages (gpu/pages.py) at test sizes."""
+    import os
+
+    from wgsl_splat.gpu.runtime import BINDING_ENV, create_context
+
+    old = os.environ.get(BINDING_ENV)
+    os.environ[BINDING_ENV] = str(SMALL_BINDING)
+    try:
+        ctx = create_context(gpu_ctx.adapter)
+    finally:
+        if old is None:
+            del os.environ[BINDING_ENV]
+        else:
+            os.environ[BINDING_ENV] = old
+    assert ctx.max_binding_bytes == SMALL_BINDING
+    yield ctx
+    ctx.close()

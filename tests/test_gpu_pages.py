@@ -7,13 +7,14 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from conftest import SMALL_BINDING
 from test_gpu_state import assert_arrays_close
 from test_gpu_step import fresh_seed
 from test_strategy import random_arrays
 
 from wgsl_splat.gpu.pages import Paging
 from wgsl_splat.gpu.renderer import GpuRenderer
-from wgsl_splat.gpu.runtime import BINDING_ENV, GpuOutOfMemoryError, create_context
+from wgsl_splat.gpu.runtime import GpuOutOfMemoryError
 from wgsl_splat.gpu.step import GpuTrainStep
 from wgsl_splat.render_config import render_config
 from wgsl_splat.strategy.adc import ADCRound, adc_round
@@ -22,27 +23,11 @@ from wgsl_splat.tools.random_scene import filter_cameras, random_scene
 from wgsl_splat.training.optim import OptimConfig
 from wgsl_splat.training.state import HostArrays
 
-SMALL = 1 << 16                 # bytes per binding: 256 Gaussians of SH degree 3 per page
+SMALL = SMALL_BINDING           # bytes per binding: 256 Gaussians of SH degree 3 per page
 N = 1500                        # 6 pages; splats beyond 1280 in the second splat buffer
 W, H = 40, 30                   # the image-sized buffers fit a 64 KiB binding too
 
 
-@pytest.fixture(scope="module")
-def small_ctx(gpu_ctx):
-    import os
-
-    old = os.environ.get(BINDING_ENV)
-    os.environ[BINDING_ENV] = str(SMALL)
-    try:
-        ctx = create_context(gpu_ctx.adapter)
-    finally:
-        if old is None:
-            del os.environ[BINDING_ENV]
-        else:
-            os.environ[BINDING_ENV] = old
-    assert ctx.max_binding_bytes == SMALL
-    yield ctx
-    ctx.close()
 
 
 def scene(seed, sh_degree=3):

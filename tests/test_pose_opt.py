@@ -288,16 +288,13 @@ def test_gpu_run_saves_and_resumes_pose_opt(tmp_path, gpu_ctx):
         np.testing.assert_allclose(z["pose.params"], whole["pose.params"], rtol=1e-3, atol=1e-6)
 
 
-def test_gpu_pose_gradient_is_the_same_on_one_and_on_many_bindings(gpu_ctx):
+def test_gpu_pose_gradient_is_the_same_on_one_and_on_many_bindings(gpu_ctx, small_ctx):
     """A paged state (gpu/pages.py; 64 KiB bindings, 6 pages): each page's workgroups write their
     pose partials at global indices and the update sums all of them, and every page's uniform gets
     the corrected pose, so two steps of view 1 move its correction (and the model) as on one
     binding, up to the atomics' reordering. Pose-opt keeps Adam out of project_backward."""
-    import os
+    from test_gpu_pages import N, scene
 
-    from test_gpu_pages import SMALL, N, scene
-
-    from wgsl_splat.gpu.runtime import BINDING_ENV, create_context
     from wgsl_splat.gpu.step import GpuTrainStep
     from wgsl_splat.tools.gradcheck import rel_error
     from wgsl_splat.training.optim import OptimConfig
@@ -309,30 +306,18 @@ def test_gpu_pose_gradient_is_the_same_on_one_and_on_many_bindings(gpu_ctx):
     start = pose.PoseState.fresh(2)
     start.params[1] = random_delta(rng, 0.02, 0.02)
     spec = StepSpec(OptimConfig().with_scene(1.5), pose_views=2)
-    old = os.environ.get(BINDING_ENV)
-    os.environ[BINDING_ENV] = str(SMALL)
-    try:
-        small_ctx = create_context(gpu_ctx.adapter)
-    finally:
-        if old is None:
-            del os.environ[BINDING_ENV]
-        else:
-            os.environ[BINDING_ENV] = old
     out = []
-    try:
-        for ctx in (gpu_ctx, small_ctx):
-            step = GpuTrainStep(ctx, HostArrays.fresh(model.copy()), spec=spec)
-            assert not step.fused_adam
-            step.load_pose(pose.PoseState.from_arrays(
-                {k: v.copy() for k, v in start.to_arrays().items()}))
-            step.pool.write("pose_partials", np.full(step.pool["pose_partials"].size // 4, np.nan,
-                                                     np.float32))
-            for _ in range(2):
-                step.step(loaded_camera(cam, start.params[1]), target, view_id=1)
-            out.append((len(step.renderer.pages), step.backward.pose_partials(),
-                        step.pose_state(), step.state.download()))
-    finally:
-        small_ctx.close()
+    for ctx in (gpu_ctx, small_ctx):
+        step = GpuTrainStep(ctx, HostArrays.fresh(model.copy()), spec=spec)
+        assert not step.fused_adam
+        step.load_pose(pose.PoseState.from_arrays(
+            {k: v.copy() for k, v in start.to_arrays().items()}))
+        step.pool.write("pose_partials", np.full(step.pool["pose_partials"].size // 4, np.nan,
+                                                 np.float32))
+        for _ in range(2):
+            step.step(loaded_camera(cam, start.params[1]), target, view_id=1)
+        out.append((len(step.renderer.pages), step.backward.pose_partials(),
+                    step.pose_state(), step.state.download()))
     (pages_a, parts_a, pa, a), (pages_b, parts_b, pb, b) = out
     assert (pages_a, pages_b) == (1, 6) and parts_a == parts_b == -(-N // 256)
     assert np.all(np.isfinite(pb.m[1])) and np.any(pb.m[1] != 0)
