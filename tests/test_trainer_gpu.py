@@ -114,6 +114,50 @@ def test_densification_is_capped_by_the_adapters_memory(tmp_path, gpu_factory, s
     assert summary["peak_device_bytes"] <= small_memory
 
 
+def test_growth_on_a_gpu_of_unknown_memory_stops_where_allocation_fails(tmp_path, gpu_ctx,
+                                                                       monkeypatch):
+    """A discrete GPU does not tell its memory (no budget): growth asks the driver by allocating
+    what the grown step needs and stops where that fails (the strategy says so at its next round),
+    instead of an out-of-memory error halfway through a row operation. The driver here fails every
+    buffer that would take the pool's holdings past a limit, as a card's allocator would."""
+    import wgpu
+
+    from wgsl_splat.gpu.runtime import GpuContext
+
+    monkeypatch.setattr(GpuContext, "memory_bytes", property(lambda self: None))
+    steps = []
+    limit = (16 << 20) + (2 << 20)     # the margin kept free, and 2 of the 8 MiB it grows to
+    device_type = type(gpu_ctx.device)
+    create = device_type.create_buffer
+
+    def create_buffer(device, *a, size, **kw):
+        held = sum(s.pool.current_bytes for s in steps)
+        if device is gpu_ctx.device and steps and held + size > limit:
+            raise wgpu.GPUOutOfMemoryError(f"Not enough memory left ({size} bytes asked)")
+        return create(device, *a, size=size, **kw)
+
+    monkeypatch.setattr(device_type, "create_buffer", create_buffer)
+
+    def factory(arrays, spec):
+        steps.append(GpuTrainStep(gpu_ctx, arrays, spec=spec))
+        return steps[-1]
+
+    cfg = tiny_config()
+    cfg.strategies["adc"].grad_threshold = 1e-12
+    cfg.strategies["adc"].max_params_per_observation = 0
+    trainer, summary, _ = run(tmp_path, cfg, factory=factory)
+    log = (tmp_path / "train.log").read_text()
+    m = re.search(r"densification capped at (\d+) Gaussians, the most this adapter's memory "
+                  r"holds", log)
+    assert m is not None, log
+    assert summary["iterations"] == 24
+    assert steps[0].memory_cap == int(m.group(1))
+    assert 600 < summary["num_gaussians"] <= steps[0].memory_cap
+    assert steps[0].pool.peak_bytes <= limit
+    model = load_ply(tmp_path / "point_cloud" / "iteration_24" / "point_cloud.ply")
+    assert len(model) == summary["num_gaussians"]
+
+
 def test_a_model_larger_than_the_adapter_is_one_line_with_the_size_it_needs(tmp_path, monkeypatch):
     from wgsl_splat.data.ply import save_ply
     from wgsl_splat.gpu.runtime import MEMORY_ENV

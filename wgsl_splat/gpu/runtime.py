@@ -22,8 +22,8 @@ spans several bindings (the paged state, docs/design.md §3) runs, and wgpu's va
 the limit, at a size a test can afford. ``WGSL_SPLAT_DEVICE_MEMORY=BYTES`` (``6G``) is the device
 memory the trainer may fill (:attr:`GpuContext.memory_bytes`); WebGPU does not tell an adapter's
 memory, so without it a CPU adapter (lavapipe: the device memory is the host's) is given half of
-the host's physical memory and a GPU no bound: set it to the card's memory there, or growth past
-it ends the run with an out-of-memory error (a row operation is not undone halfway; issue 23).
+the host's physical memory and a GPU no budget: there growth asks the driver instead, by
+allocating what the grown step needs before a row operation starts (``GpuTrainStep.room_for``).
 
 **DX12 shader compiler.** On Windows, wgpu-py compiles HLSL with FXC unless told otherwise; when a
 ``dxcompiler.dll`` (1.8.2502 or newer) is named by ``WGSL_SPLAT_DXC`` or lies in wgpu-py's

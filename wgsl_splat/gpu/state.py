@@ -330,6 +330,7 @@ class DeviceState(TrainState):
             return got if n else np.concatenate([got, [0, 0, 0]])
 
         c = counts(0)
+        room = self.step.room_for(n, min(int(c[4]), room))
         capped = int(c[4]) > room
         if capped:
             # The room binds: rank the rows on the host as the NumPy path does (their costs and
@@ -453,6 +454,7 @@ class DeviceState(TrainState):
 
     def sample_add(self, count: int, min_opacity: float, key: int) -> int:
         n = self.n
+        count = self.step.room_for(n, count)
         if count <= 0 or not n:
             return 0
         _, total = self._draws(False, count, min_opacity, key)

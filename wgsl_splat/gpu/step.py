@@ -57,6 +57,9 @@ HISTORY = 64                      # steps per ring of losses and counters
 TARGET_CACHE_BYTES = 2 << 30      # device memory for training images kept resident
 
 
+#: room kept free for the buffers a step makes on demand (read-back staging, uniforms, tables)
+MARGIN_BYTES = 16 << 20
+
 @dataclass
 class GpuGradients:
     """One step's gradients without the update (gradcheck, tests)."""
@@ -135,6 +138,7 @@ class GpuTrainStep(TrainStep):
         self.overflowed_steps = 0
         self.max_intersections = 0
         self._observe = None          # observe.wgsl, compiled when a strategy first observes
+        self.memory_cap: int | None = None   # found by room_for on a device of unknown memory
         self._state = DeviceState(self, tuple(arrays.stats))
         self._state.upload(arrays)
 
@@ -153,7 +157,27 @@ class GpuTrainStep(TrainStep):
         budget = self.ctx.memory_bytes
         if budget is not None:
             cap = min(cap, max(0, budget - self.fixed_bytes()) // self.bytes_per_gaussian(True))
+        if self.memory_cap is not None:
+            cap = min(cap, self.memory_cap)
         return cap
+
+    def room_for(self, n: int, extra: int) -> int:
+        """How many of ``extra`` more Gaussians beside ``n`` the device holds. With a memory
+        budget, :attr:`max_gaussians` already bounded the strategy's room; without one (a GPU:
+        WebGPU does not tell its memory) the bytes the grown step needs beyond what it holds are
+        allocated and freed, halving ``extra`` until they fit; the count found then bounds
+        :attr:`max_gaussians` (:attr:`memory_cap`), so growth stops with the strategy's log line
+        instead of an out-of-memory error halfway through a row operation."""
+        if extra <= 0 or self.ctx.memory_bytes is not None:
+            return extra
+        asked = extra
+        held = n * self.bytes_per_gaussian()
+        while extra > 0 and not self.pool.can_allocate(
+                (n + extra) * self.bytes_per_gaussian(True) - held + MARGIN_BYTES):
+            extra //= 2
+        if extra < asked:
+            self.memory_cap = n + extra
+        return extra
 
     def bytes_per_gaussian(self, headroom: bool = False) -> int:
         """Device bytes one more Gaussian costs in a step: parameters and moments, gradients
@@ -181,7 +205,7 @@ class GpuTrainStep(TrainStep):
         loss = 36 if self.loss.variant == "tiled" else 48
         tables = sum(self.pool.size(n) for n in ("emit_table", r.depth_sort.table)
                      if n in self.pool)
-        return pixels * (12 + 8 + 12 + loss + 12) + tables + (16 << 20)
+        return pixels * (12 + 8 + 12 + loss + 12) + tables + MARGIN_BYTES
 
     def _cache_budget(self) -> int:
         """Bytes the resident training images may take now: the configured cache, within what
@@ -190,7 +214,7 @@ class GpuTrainStep(TrainStep):
         if budget is None:
             return self.target_cache_bytes
         others = self.pool.current_bytes - self._target_bytes
-        return max(0, min(self.target_cache_bytes, budget - others - (16 << 20)))
+        return max(0, min(self.target_cache_bytes, budget - others - MARGIN_BYTES))
 
     def release_transients(self) -> None:
         """Free the buffers a step rebuilds anyway (before a row operation needs the room): the
