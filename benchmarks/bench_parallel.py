@@ -18,8 +18,6 @@ import json
 import statistics
 import time
 
-import numpy as np
-
 from wgsl_splat.tools.bench import make_scene, machine_info
 from wgsl_splat.gpu.runtime import device_indices, open_devices
 from wgsl_splat.gpu.step import GpuTrainStep

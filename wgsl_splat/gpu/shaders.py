@@ -411,8 +411,8 @@ def struct_dtype(source: ShaderSource, name: str, stride: int | None = None) -> 
     names, formats, offsets = [], [], []
     consts = wgsl_constants(source)
     offset, struct_align = 0, 16
-    for field in _split_fields(found[0].group(2)):
-        fname, _, ftype = field.partition(":")
+    for decl in _split_fields(found[0].group(2)):
+        fname, _, ftype = decl.partition(":")
         code, shape, align, size = _wgsl_layout(ftype, consts)
         offset = -(-offset // align) * align
         names.append(fname.strip())

@@ -32,7 +32,7 @@ def random_scene(rng: np.random.Generator, n: int = 64, width: int = 70, height:
     cam = random_camera(rng, width, height)
     model = GaussianModel.random(n, rng, extent=1.0, sh_degree=sh_degree, dtype=np.float64)
     if edge_cases and n >= 16:
-        rot, center = cam.rotation, cam.center
+        rot = cam.rotation
         to_world = lambda p_cam: (p_cam - cam.translation) @ rot  # noqa: E731  (Rᵀ(p − t))
         k = max(1, n // 16)
         i = 0
