@@ -4,6 +4,7 @@ resume, and a short run on a real scene whose held-out PSNR must rise."""
 import json
 import os
 import re
+from types import SimpleNamespace
 
 import numpy as np
 import pytest
@@ -114,34 +115,42 @@ def test_densification_is_capped_by_the_adapters_memory(tmp_path, gpu_factory, s
     assert summary["peak_device_bytes"] <= small_memory
 
 
-def test_growth_on_a_gpu_of_unknown_memory_stops_where_allocation_fails(tmp_path, gpu_ctx,
-                                                                       monkeypatch):
-    """A discrete GPU does not tell its memory (no budget): growth asks the driver by allocating
-    what the grown step needs and stops where that fails (the strategy says so at its next round),
-    instead of an out-of-memory error halfway through a row operation. The driver here fails every
-    buffer that would take the pool's holdings past a limit, as a card's allocator would."""
+@pytest.fixture
+def refusing_gpu(gpu_ctx, monkeypatch):
+    """A GPU of unknown memory (no budget: WebGPU reports none) whose driver refuses a buffer
+    that would take ``held()`` past ``limit`` bytes, as a card's allocator would (both set on the
+    returned object; no limit, no refusal). Every device of the adapter's class is affected."""
     import wgpu
 
     from wgsl_splat.gpu.runtime import GpuContext
 
     monkeypatch.setattr(GpuContext, "memory_bytes", property(lambda self: None))
-    steps = []
-    limit = (16 << 20) + (2 << 20)     # the margin kept free, and 2 of the 8 MiB it grows to
+    driver = SimpleNamespace(limit=None, held=lambda: 0)
     device_type = type(gpu_ctx.device)
     create = device_type.create_buffer
 
     def create_buffer(device, *a, size, **kw):
-        held = sum(s.pool.current_bytes for s in steps)
-        if device is gpu_ctx.device and steps and held + size > limit:
+        if driver.limit is not None and driver.held() + size > driver.limit:
             raise wgpu.GPUOutOfMemoryError(f"Not enough memory left ({size} bytes asked)")
         return create(device, *a, size=size, **kw)
 
     monkeypatch.setattr(device_type, "create_buffer", create_buffer)
+    return driver
+
+
+def test_growth_on_a_gpu_of_unknown_memory_stops_where_allocation_fails(tmp_path, gpu_ctx,
+                                                                       refusing_gpu):
+    """Without a budget, growth asks the driver by allocating what the grown step needs and
+    stops where that fails (the strategy says so at its next round), instead of an out-of-memory
+    error halfway through a row operation."""
+    steps = []
 
     def factory(arrays, spec):
         steps.append(GpuTrainStep(gpu_ctx, arrays, spec=spec))
         return steps[-1]
 
+    refusing_gpu.limit = (16 << 20) + (2 << 20)   # the margin kept free + 2 of the 8 MiB it reaches
+    refusing_gpu.held = lambda: sum(s.pool.current_bytes for s in steps)
     cfg = tiny_config()
     cfg.strategies["adc"].grad_threshold = 1e-12
     cfg.strategies["adc"].max_params_per_observation = 0
@@ -153,9 +162,29 @@ def test_growth_on_a_gpu_of_unknown_memory_stops_where_allocation_fails(tmp_path
     assert summary["iterations"] == 24
     assert steps[0].memory_cap == int(m.group(1))
     assert 600 < summary["num_gaussians"] <= steps[0].memory_cap
-    assert steps[0].pool.peak_bytes <= limit
+    assert steps[0].pool.peak_bytes <= refusing_gpu.limit
     model = load_ply(tmp_path / "point_cloud" / "iteration_24" / "point_cloud.ply")
     assert len(model) == summary["num_gaussians"]
+
+
+def test_a_model_larger_than_a_gpu_of_unknown_memory_is_one_line(tmp_path, refusing_gpu):
+    from wgsl_splat.data.ply import save_ply
+    from wgsl_splat.model import GaussianModel
+
+    save_ply(tmp_path / "big.ply", GaussianModel.random(20000, np.random.default_rng(0),
+                                                        sh_degree=3, dtype=np.float32))
+    refusing_gpu.limit = 1 << 20
+    args = ["render", str(tmp_path / "big.ply"), "--limit", "1", "-r", "8", "--out",
+            str(tmp_path / "r"), "--device", "gpu"]
+    res = CliRunner().invoke(main, args)
+    assert res.exit_code == 1 and "Traceback" not in res.output, res.output
+    assert re.search(r"20000 Gaussians at SH degree 3 need \d+(\.\d+)? MiB of device memory to "
+                     r"render; this GPU could not allocate that much: render it with --device "
+                     r"cpu", res.output), res.output
+    assert not (tmp_path / "r").exists() or not any((tmp_path / "r").iterdir())
+    refusing_gpu.limit = None
+    res = CliRunner().invoke(main, args)
+    assert res.exit_code == 0 and "Rendered 1 views of 20000 Gaussians" in res.output, res.output
 
 
 def test_a_model_larger_than_the_adapter_is_one_line_with_the_size_it_needs(tmp_path, monkeypatch):

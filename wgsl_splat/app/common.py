@@ -147,7 +147,8 @@ def upload_to_gpu(renderer, model, way_out: str, pixels: int = 0) -> None:
     from ..gpu.renderer import ModelTooLargeError, check_model_fits
 
     try:
-        check_model_fits(renderer.ctx, len(model), model.sh.shape[1], pixels=pixels)
+        check_model_fits(renderer.ctx, len(model), model.sh.shape[1], pixels=pixels,
+                         probe=True)
         renderer.upload_model(model)
     except ModelTooLargeError as exc:
         raise UserError(f"{exc}: {way_out}") from None

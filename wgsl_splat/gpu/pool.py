@@ -135,27 +135,6 @@ class BufferPool:
         self._entries[name] = _Entry(buf, size, usage, generation)
         return buf
 
-    def can_allocate(self, nbytes: int) -> bool:
-        """Whether the device can allocate ``nbytes`` more now: made in buffers of at most the
-        adapter's largest and destroyed at once (WebGPU does not tell a GPU's memory; an
-        allocation is the one question a driver answers)."""
-        made = []
-        try:
-            with self.ctx.guard(f"probing for {nbytes} bytes of device memory"):
-                left = int(nbytes)
-                chunk = self.ctx.max_buffer_bytes - self.ctx.max_buffer_bytes % _ALIGN
-                while left > 0:
-                    size = _round_up(min(left, chunk), 4)
-                    made.append(self.ctx.device.create_buffer(size=size,
-                                                              usage=self.default_usage()))
-                    left -= size
-            return True
-        except GpuOutOfMemoryError:
-            return False
-        finally:
-            for buf in made:
-                buf.destroy()
-
     def _note_peak(self, name: str, size: int, replaced: _Entry | None) -> None:
         """Record the peak of ``current_bytes`` (which already counts the new buffer of ``name``
         beside the one it replaces) and every buffer's size at that moment."""

@@ -86,9 +86,10 @@ def render_bytes(n: int, sh_coeffs: int, pixels: int = 0) -> int:
 
 
 def check_model_fits(ctx: GpuContext, n: int, sh_coeffs: int, other_bytes: tuple = (),
-                     pixels: int = 0) -> None:
+                     pixels: int = 0, probe: bool = False) -> None:
     """:class:`ModelTooLargeError` (one line, with the figures) when the bindings cannot reach
-    ``n`` Gaussians or a render of them needs more than the device's memory budget."""
+    ``n`` Gaussians or a render of them needs more than the device's memory budget; ``probe``:
+    on a device of unknown memory (a GPU), more than it can allocate now."""
     cap = max_gaussians(ctx, sh_coeffs, other_bytes)
     degree = sh_degree_from_coeffs(sh_coeffs)
     if n > cap:
@@ -102,6 +103,10 @@ def check_model_fits(ctx: GpuContext, n: int, sh_coeffs: int, other_bytes: tuple
         raise ModelTooLargeError(
             f"{n} Gaussians at SH degree {degree} need {size_text(need)} of device memory to "
             f"render; this adapter has {size_text(budget)} (WGSL_SPLAT_DEVICE_MEMORY)")
+    if budget is None and probe and not ctx.can_allocate(need):
+        raise ModelTooLargeError(
+            f"{n} Gaussians at SH degree {degree} need {size_text(need)} of device memory to "
+            f"render; this GPU could not allocate that much")
 
 
 def size_text(nbytes: int) -> str:

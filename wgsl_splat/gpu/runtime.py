@@ -380,6 +380,29 @@ class GpuContext:
             return host // 2 if host else None
         return None
 
+    def can_allocate(self, nbytes: int) -> bool:
+        """Whether the device can allocate ``nbytes`` more now: made in buffers of at most the
+        adapter's largest and destroyed at once (WebGPU does not tell a GPU's memory; an
+        allocation is the one question a driver answers)."""
+        wgpu = _wgpu()
+        made = []
+        try:
+            with self.guard(f"probing for {nbytes} bytes of device memory"):
+                left = int(nbytes)
+                chunk = self.max_buffer_bytes - self.max_buffer_bytes % 256
+                while left > 0:
+                    size = min(left, chunk)
+                    size += -size % 4
+                    made.append(self.device.create_buffer(size=size,
+                                                          usage=wgpu.BufferUsage.STORAGE))
+                    left -= size
+            return True
+        except GpuOutOfMemoryError:
+            return False
+        finally:
+            for buf in made:
+                buf.destroy()
+
     @property
     def has_float_atomics(self) -> bool:
         return "shader-float32-atomic" in self.features

@@ -172,7 +172,7 @@ class GpuTrainStep(TrainStep):
             return extra
         asked = extra
         held = n * self.bytes_per_gaussian()
-        while extra > 0 and not self.pool.can_allocate(
+        while extra > 0 and not self.ctx.can_allocate(
                 (n + extra) * self.bytes_per_gaussian(True) - held + MARGIN_BYTES):
             extra //= 2
         if extra < asked:
