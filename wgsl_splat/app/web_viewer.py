@@ -34,7 +34,6 @@ from ..errors import UserError
 
 INSTALL = "pip install 'wgsl_splat[web]'"
 JPEG_QUALITY = 90
-CLOSE_TIMEOUT_S = 5.0
 
 
 HOST_OPTION = click.option(
@@ -186,15 +185,8 @@ class WebViewer:
         return f"http://{host}:{self.port}"
 
     def close(self) -> None:
-        """Stop the server, waiting at most :data:`CLOSE_TIMEOUT_S`: a browser's connection that
-        does not close must not keep Ctrl-C from ending the viewer (its thread is a daemon)."""
-        def stop():
-            with contextlib.suppress(Exception):
-                self.server.stop()
-        with contextlib.redirect_stdout(io.StringIO()):   # (viser prints "Server stopped")
-            closing = threading.Thread(target=stop, daemon=True, name="web viewer close")
-            closing.start()
-            closing.join(CLOSE_TIMEOUT_S)
+        with contextlib.suppress(Exception), contextlib.redirect_stdout(io.StringIO()):
+            self.server.stop()                  # (viser prints "Server stopped")
 
     @property
     def connected(self) -> int:
