@@ -31,10 +31,18 @@ def need_viser():
         missing("viser", "pip install 'wgsl_splat[web]'")
 
 
+def terminal_sigint() -> None:
+    """In the child before exec: Ctrl-C as at a terminal. A suite started in the background
+    (``cmd &``) ignores SIGINT and children inherit that, so Python would install no
+    KeyboardInterrupt and the viewer would not hear the test's Ctrl-C."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
 def cli(*args, timeout=300) -> subprocess.Popen:
     env = dict(os.environ, PYTHONUNBUFFERED="1")
     return subprocess.Popen([sys.executable, "-m", "wgsl_splat", *map(str, args)],
-                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env)
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env,
+                            preexec_fn=terminal_sigint)
 
 
 def wait_for_line(proc, pattern: str, timeout: float) -> tuple[re.Match, list[str]]:
