@@ -9,12 +9,10 @@ strategy-neutral state builds and applies the row table on either path.
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
 
 import numpy as np
 
-from ..model import inverse_sigmoid
 from ..options import option
 from ..reference.rows import OFF, STREAM_SPLIT, stream
 from ..training.state import (
@@ -25,8 +23,8 @@ from ..training.state import (
     TrainState,
     wgsl_beside,
 )
-from ..training.statistics import STANDARD
-from .base import Strategy, register_strategy
+from ..training.statistics import STANDARD, mean_gradient
+from .base import Strategy, register_strategy, split_clone_prune_params
 
 #: what ADC's decisions read: 3DGS's densification statistics
 ADC_STATS = STANDARD
@@ -144,16 +142,13 @@ class ADCDecision(RowDecision):
         r, f32 = self.rnd, np.float32
         return dict(
             grad=f32(r.grad_threshold),
-            log_clone=f32(math.log(r.clone_max_scale)) if r.clone_max_scale > 0 else -OFF,
-            logit_min=f32(inverse_sigmoid(r.min_opacity)),
-            log_world=f32(math.log(r.max_world_scale)) if r.max_world_scale else OFF,
-            log_div=f32(math.log(r.split_scale_div)),
             screen=f32(r.max_screen_size) if r.max_screen_size > 0 else OFF,
-            samples=r.split_samples)
+            **split_clone_prune_params(r.clone_max_scale, r.min_opacity, r.max_world_scale,
+                                       r.split_scale_div, r.split_samples))
 
     def score(self, stats: dict) -> np.ndarray:
         """The mean gradient (float64): the strongest grow first."""
-        return stats["grad_accum"].astype(np.float64) / np.maximum(stats["denom"], 1.0)
+        return mean_gradient(stats)
 
     def numpy(self, a: HostArrays, may_grow: np.ndarray) -> Decided:
         t = self.params()

@@ -30,17 +30,15 @@ Gaussians than the pixels can constrain). A scene without a point cloud starts f
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
 
 import numpy as np
 
-from ..model import inverse_sigmoid
 from ..options import option
 from ..reference.rows import OFF, STREAM_SPLIT, stream
 from ..training.state import Decided, HostArrays, RowDecision, TrainState, wgsl_beside
-from ..training.statistics import DENOM, GRAD_ACCUM, OBSERVED, Statistic
-from .base import Strategy, StrategyError, register_strategy
+from ..training.statistics import DENOM, GRAD_ACCUM, OBSERVED, Statistic, mean_gradient
+from .base import Strategy, StrategyError, register_strategy, split_clone_prune_params
 
 FAST_ERR_PIXELS = Statistic("fast_err_pixels", OBSERVED)  # Σ α·T over high-error pixels
 FAST_ERR = Statistic("fast_err", OBSERVED)                # Σ α·T·e: the error it is part of
@@ -163,16 +161,13 @@ class FastDecision(RowDecision):
         return dict(
             grad=f32(r.grad_threshold), err_min=f32(r.err_min),
             weight_min=f32(r.weight_min) if r.weight_min > 0 else -OFF,
-            log_clone=f32(math.log(r.clone_max_scale)) if r.clone_max_scale > 0 else -OFF,
-            logit_min=f32(inverse_sigmoid(r.min_opacity)),
-            log_world=f32(math.log(r.max_world_scale)) if r.max_world_scale else OFF,
-            log_div=f32(math.log(r.split_scale_div)),
-            samples=r.split_samples)
+            **split_clone_prune_params(r.clone_max_scale, r.min_opacity, r.max_world_scale,
+                                       r.split_scale_div, r.split_samples))
 
     def score(self, stats: dict) -> np.ndarray:
         if self.rnd.score == "error":
             return stats["fast_err"].astype(np.float64)
-        return stats["grad_accum"].astype(np.float64) / np.maximum(stats["denom"], 1.0)
+        return mean_gradient(stats)
 
     def numpy(self, a: HostArrays, may_grow: np.ndarray) -> Decided:
         t = self.params()

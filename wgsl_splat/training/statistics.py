@@ -97,6 +97,12 @@ class Statistic:
 
 GRAD_ACCUM = Statistic("grad_accum", "screen_grad", "sum")
 DENOM = Statistic("denom", "visible", "sum")
+
+
+def mean_gradient(stats: dict[str, np.ndarray]) -> np.ndarray:
+    """3DGS's densification score: the mean screen-space gradient per view a row was seen in
+    (float64, ``grad_accum / max(denom, 1)``)."""
+    return stats["grad_accum"].astype(np.float64) / np.maximum(stats["denom"], 1.0)
 MAX_RADII = Statistic("max_radii", "radius", "max")
 #: 3DGS's densification statistics: what a step built from a bare model accumulates
 STANDARD = (GRAD_ACCUM, DENOM, MAX_RADII)
