@@ -18,7 +18,7 @@ import shutil
 from pathlib import Path
 
 import numpy as np
-from masks_ghost import picture, train   # benchmarks/ is the script's folder, on sys.path
+from masks_ghost import picture, report, train   # benchmarks/ is the script's folder, on sys.path
 from PIL import Image
 
 
@@ -55,9 +55,7 @@ def main() -> None:
     for label, extra in (("without --appearance", []), ("with --appearance", ["--appearance"])):
         out = args.work / ("run_app" if extra else "run_plain")
         m = train(scene, out, args.r, args.iters, args.device, args.preset, extra)
-        ev = m[f"iteration_{args.iters}"]
-        print(f"{label:21s} held-out PSNR {ev['mean']['psnr']:.2f} dB, SSIM "
-              f"{ev['mean']['ssim']:.4f}, L1 {ev['mean']['l1']:.4f}, N {ev['num_gaussians']}")
+        report(label, m[f"iteration_{args.iters}"])
     if args.picture:
         runs = [args.work / "run_plain", args.work / "run_app"]
         name = picture(scene, runs, args.r, args.iters, args.picture)

@@ -76,6 +76,12 @@ def train(scene: Path, out: Path, r: int, iters: int, device: str, preset: str,
     return json.loads((out / "metrics.json").read_text())
 
 
+def report(label: str, ev: dict) -> None:
+    """One run's held-out line (an evaluation of metrics.json)."""
+    print(f"{label:21s} held-out PSNR {ev['mean']['psnr']:.2f} dB, SSIM {ev['mean']['ssim']:.4f}, "
+          f"L1 {ev['mean']['l1']:.4f}, N {ev['num_gaussians']}")
+
+
 def picture(scene: Path, runs: list[Path], r: int, iters: int, out: Path) -> str:
     """The first held-out view: its photo, then each run's render of it side by side (here:
     unmasked | masked; it looks at the ball's place from the first half of the capture)."""
@@ -114,9 +120,7 @@ def main() -> None:
     for label, scene in (("without masks", unmasked), ("with masks", masked)):
         m = train(scene, args.work / f"run_{scene.name}", args.r, args.iters, args.device,
                   args.preset, args.train_args.split())
-        ev = m[f"iteration_{args.iters}"]
-        print(f"{label:14s} held-out PSNR {ev['mean']['psnr']:.2f} dB, SSIM "
-              f"{ev['mean']['ssim']:.4f}, L1 {ev['mean']['l1']:.4f}, N {ev['num_gaussians']}")
+        report(label, m[f"iteration_{args.iters}"])
     if args.picture:
         runs = [args.work / "run_unmasked", args.work / "run_masked"]
         name = picture(masked, runs, args.r, args.iters, args.picture)
