@@ -8,7 +8,7 @@ from dataclasses import replace
 
 import numpy as np
 import pytest
-from test_gpu_forward import near_integer, three_sigma_radius
+from test_gpu_forward import near_integer, three_sigma_radius, threshold_event
 
 from wgsl_splat.camera import Camera
 from wgsl_splat.gpu.adam import GpuAdam, ParamLayout
@@ -194,13 +194,23 @@ def test_adam_matches_reference(gpu_ctx):
 
 
 def _fit_problem(seed):
+    """A perturbed copy of a random scene to fit back to its render. Starts with a pixel on a
+    discontinuity of the forward pass (test_gpu_forward.threshold_event) are drawn again from the
+    same generator: there float32 and float64 may legitimately composite differently, and on a
+    40×32 image one such pixel moves the first loss by more than the comparison's 1e-5 (seed
+    829138603: one pixel 1.8e-3 apart, the loss 1.6e-5)."""
     rng = np.random.default_rng(seed)
-    target_model, cam = random_scene(rng, n=40, width=40, height=32, sh_degree=1, edge_cases=False,
-                                     dtype=np.float32)
-    target = render(target_model, cam).image.astype(np.float32)
-    start = target_model.copy()
-    start.means += rng.normal(0, 0.05, start.means.shape).astype(np.float32)
-    start.sh[:, 0] += rng.normal(0, 0.5, start.sh[:, 0].shape).astype(np.float32)
+    while True:
+        target_model, cam = random_scene(rng, n=40, width=40, height=32, sh_degree=1,
+                                         edge_cases=False, dtype=np.float32)
+        target = render(target_model, cam).image.astype(np.float32)
+        start = target_model.copy()
+        start.means += rng.normal(0, 0.05, start.means.shape).astype(np.float32)
+        start.sh[:, 0] += rng.normal(0, 0.5, start.sh[:, 0].shape).astype(np.float32)
+        ref = render(start.astype(np.float64), cam)
+        if not any(threshold_event(ref, y, x) for y in range(cam.height)
+                   for x in range(cam.width)):
+            break
     config = replace(OptimConfig(), means_lr_init=2e-3, means_lr_final=2e-4).with_scene(1.0, 200)
     return start, cam, target, config
 
