@@ -356,6 +356,24 @@ def test_gpu_raster_variants(gpu_ctx, rows, skip):
     compare(r, model, cam, (0.3, 0.2, 0.1), seed=seed)
 
 
+@pytest.mark.parametrize("rows", [8, 16])
+def test_row_bands_change_no_pixel(gpu_ctx, rows):
+    """With 8 or 16 rows per thread a group only evaluates the splats listed for its band of rows
+    (raster.wgsl, row_reach): the image and the stopping data equal, bit for bit, those of the
+    4-row layout, which evaluates every splat for every pixel (thin tilted splats, huge ones and
+    ones across band edges included: random_scene's edge cases, many scenes)."""
+    for _ in range(3):
+        seed = fresh_seed()
+        model, cam = random_scene(np.random.default_rng(seed), 800, 61, 47, dtype=np.float32)
+        plain, banded = GpuRenderer(gpu_ctx, raster_rows=4), GpuRenderer(gpu_ctx, raster_rows=rows)
+        images = []
+        for r in (plain, banded):
+            r.upload_model(model)
+            images.append(r.render(cam, (0.2, 0.5, 0.1)))
+        assert np.array_equal(images[0], images[1]), \
+            f"seed {seed}: {np.abs(images[0] - images[1]).max()}"
+
+
 @pytest.mark.parametrize("size,n", [((70, 50), 300), ((33, 129), 1000), ((16, 16), 1)])
 def test_gpu_layout_with_parallel_scans(gpu_ctx, size, n):
     """The GPU layout (multi-workgroup scans, 16384 sort/emission threads, 4 rows per thread) on

@@ -99,20 +99,25 @@ def tile_extent(cov_xx, cov_yy, opacity, radius) -> np.ndarray:
 
 def tile_min_q(means2d, conics, tx, ty, width: int, height: int, tile: int) -> np.ndarray:
     """The least ``q = dᵀ·conic·d`` (d = point − mean) over the rectangle spanned by the pixel
-    centres of tile (tx, ty) inside the image, per (splat, tile) pair (arrays broadcast together).
+    centres of tile (tx, ty) inside the image, per (splat, tile) pair (arrays broadcast together):
+    :func:`rect_min_q` of that rectangle. Shared by the emission of both paths through
+    :func:`tile_pairs_kept` (``emit.wgsl`` evaluates the same expressions in float32)."""
+    x0 = tx * tile + 0.5
+    y0 = ty * tile + 0.5
+    return rect_min_q(means2d, conics, x0, y0, np.minimum(x0 + (tile - 1), width - 0.5),
+                      np.minimum(y0 + (tile - 1), height - 0.5))
+
+
+def rect_min_q(means2d, conics, x0, y0, x1, y1) -> np.ndarray:
+    """The least ``q = dᵀ·conic·d`` over the rectangle [x0, x1] × [y0, y1].
 
     q is convex, so its minimum over the rectangle is 0 when the mean is inside, else on an edge
     facing the mean: on the vertical line x = clamp(μx) the best dy is -b·dx/c clamped to the
     rectangle, on the horizontal line y = clamp(μy) the best dx is -b·dy/a clamped; the smaller of
     the two is the minimum (the segment from the mean to any point of the rectangle crosses one of
-    those two edges, where q is smaller still). Shared by the emission of both paths through
-    :func:`tile_pairs_kept` (``emit.wgsl`` evaluates the same expressions in float32)."""
+    those two edges, where q is smaller still)."""
     mx, my = means2d[..., 0], means2d[..., 1]
     a, b, c = conics[..., 0], conics[..., 1], conics[..., 2]
-    x0 = tx * tile + 0.5
-    y0 = ty * tile + 0.5
-    x1 = np.minimum(x0 + (tile - 1), width - 0.5)
-    y1 = np.minimum(y0 + (tile - 1), height - 0.5)
     dx = np.clip(mx, x0, x1) - mx
     dy1 = np.clip(my - b * dx / c, y0, y1) - my
     dy = np.clip(my, y0, y1) - my
