@@ -347,8 +347,12 @@ def test_a_fast_checkpoint_is_not_resumed_with_another_strategy(tmp_path):
 
 def test_the_fast_preset_is_the_strategys_schedule():
     cfg = make_config("fast", "fast")
-    assert cfg.iters == Fast.run_presets["fast"]["iters"] and cfg.strategy == "fast"
-    assert make_config("fast", "adc").iters == 7000
+    assert cfg.strategy == "fast"
+    for key, value in Fast.run_presets["fast"].items():
+        assert getattr(cfg, key) == value, key
+    assert cfg.iters == 5000 and cfg.sh_increase_every == 500   # SH degree 3 by step 1 500
+    adc = make_config("fast", "adc")     # 3DGS's protocol: 7 000 steps, a degree every 1 000
+    assert adc.iters == 7000 and adc.sh_increase_every == 1000
 
 
 # -- quality ----------------------------------------------------------------------------------------
