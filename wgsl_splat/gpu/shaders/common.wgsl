@@ -41,6 +41,13 @@ struct Splat2D {
 // SORT_BLOCK is the workgroup block of sort.wgsl.
 const SORT_BLOCK: u32 = 1024u;
 
+// The largest q = dᵀ·conic·d at which a splat of this opacity can still reach ALPHA_MIN, widened by
+// the tile test's margin (reference: projection.tile_q_bound): beyond it α is below ALPHA_MIN by a
+// clear margin. Emission (tile_hit) and the rasteriser's row bands (row_reach) test against it.
+fn alpha_q_bound(opacity: f32) -> f32 {
+    return 2.0 * log(opacity / ALPHA_MIN) * (1.0 + TILE_TEST_MARGIN) + TILE_TEST_MARGIN;
+}
+
 fn linear_workgroup(wid: vec3<u32>, nwg: vec3<u32>) -> u32 {
     return wid.x + wid.y * nwg.x;
 }

@@ -48,8 +48,7 @@ struct Ellipse {
 
 fn splat_ellipse(g: u32) -> Ellipse {
     let s = splat_at(g);
-    let q = 2.0 * log(s.opacity / ALPHA_MIN) * (1.0 + TILE_TEST_MARGIN) + TILE_TEST_MARGIN;
-    return Ellipse(s.xy, s.conic, q);
+    return Ellipse(s.xy, s.conic, alpha_q_bound(s.opacity));
 }
 
 // Whether the ellipse reaches the pixel centres' rectangle of tile (tx, ty): the least q over the

@@ -12,10 +12,11 @@
 // are loaded in batches of BATCH into workgroup memory (3 x 16 B per splat); the workgroup stops
 // as soon as every pixel is done (T < 1e-4), a workgroup-uniform decision taken with
 // workgroupUniformLoad. With more than one vec4 group per column (CPU layout), each group walks
-// only the batch's splats listed for its band of rows (build_band_list). For the backward pass we keep, per pixel, last_contrib (1 + position
-// within the tile's range of the last composited splat, 0 if none) and after the image's H*W of
-// those the final transmittance (its f32 bits): one buffer, so that raster backward, which also
-// binds the splats and their gradients in two buffers each, stays within 8 storage bindings.
+// only the batch's splats listed for its band of rows (build_band_list). For the backward pass we
+// keep, per pixel, last_contrib (1 + position within the tile's range of the last composited
+// splat, 0 if none) and after the image's H*W of those the final transmittance (its f32 bits): one
+// buffer, so that raster backward, which also binds the splats and their gradients in two buffers
+// each, stays within 8 storage bindings.
 
 #include "common.wgsl"
 #include "raster_tile.wgsl"
@@ -37,31 +38,29 @@ var<workgroup> s_done: atomic<u32>;
 var<workgroup> s_done_plain: u32;
 
 // How far from the mean, in rows, the splat's alpha can still reach ALPHA_MIN: on the row at
-// offset dy the largest power is -½ dy² / Σyy (Σ = conic⁻¹, Σyy = a / det), so beyond
-// sqrt(2 Σyy ln(o / ALPHA_MIN)) every pixel fails the alpha test. REACH_MARGIN widens the level
-// by more than the rounding of a pixel's own power, so that a band of rows the splat is not
-// listed for holds no pixel it composites onto: the bands change no result. Not finite (a
-// degenerate conic): every band.
-const REACH_MARGIN: f32 = 0.05;
-
+// offset dy the least q = dᵀ·conic·d is dy² / Σyy (Σ = conic⁻¹, Σyy = a / det), so beyond
+// sqrt(alpha_q_bound · Σyy) every pixel fails the alpha test with the emission's margin: a band
+// the splat is not listed for holds no pixel it composites onto, and the bands change no result.
+// Not finite (a degenerate conic): every band.
 fn row_reach(conic: vec3<f32>, opacity: f32) -> f32 {
     let det = conic.x * conic.z - conic.y * conic.y;
-    let level = log(opacity / ALPHA_MIN) + REACH_MARGIN;
-    let reach = sqrt(2.0 * max(level, 0.0) * conic.x / det);
+    let reach = sqrt(max(alpha_q_bound(opacity), 0.0) * conic.x / det);
     return select(3.0e38, reach, det > 0.0 && reach < 3.0e38);
 }
 
 // Bands: with GROUPS > 1, vec4 group gi of every thread covers rows [gi, gi + 1) · BAND_ROWS of the
 // tile, and each batch lists per band the staged splats whose rows reach it (build_band_list), so
 // that a group only evaluates those (on lavapipe a masked-out branch still costs its body; a
-// shorter loop does not). Lists hold 8-bit batch positions, four to a word, front to back.
+// shorter loop does not). Lists hold 8-bit batch positions, four to a word, front to back. The
+// GPU layout (one group) has one band and lists nothing: its arrays have one element.
 const BANDED: bool = GROUPS > 1u;
 const BAND_ROWS: u32 = TILE_SIZE / GROUPS;
 const BAND_WORDS: u32 = (BATCH + 3u) / 4u;
+const BAND_ON: u32 = select(0u, 1u, BANDED);
 
-var<workgroup> s_band: array<u32, 4u * BAND_WORDS>;
-var<workgroup> s_band_n: array<u32, 4>;
-var<workgroup> s_bmask: array<u32, BATCH>;   // bands of each staged splat
+var<workgroup> s_band: array<u32, GROUPS * (1u + (BAND_WORDS - 1u) * BAND_ON)>;
+var<workgroup> s_band_n: array<u32, GROUPS>;
+var<workgroup> s_bmask: array<u32, 1u + (BATCH - 1u) * BAND_ON>;   // bands of each staged splat
 
 // The bands (bit gi) of tile row tile_y that a splat with mean row my and row reach touches.
 fn band_mask(tile_y: u32, my: f32, reach: f32) -> u32 {
