@@ -211,9 +211,8 @@ class Fast(Strategy):
     statistics = (GRAD_ACCUM, DENOM, FAST_ERR_PIXELS, FAST_ERR, FAST_WEIGHT)
     run_presets = {
         "smoke": dict(random_init_points=5000),
-        # SH degree 3 by step 1 500 (3DGS's every 1 000 steps is a 30 000-step schedule): lego
-        # -r 8 +0.2 dB at the end and +0.6-0.9 dB mid-run, the embedded scene +0.06 dB
-        # (docs/benchmarks.md, "SH schedule")
+        # SH degree 3 by step 1 500: 3DGS's every 1 000 steps is paced for 30 000 (measured in
+        # docs/benchmarks.md, "SH schedule")
         "fast": dict(iters=5000, sh_increase_every=500, eval_at=(500, 1000, 2000, 3000, 4000, 5000),
                      save_at=(5000,)),
     }
