@@ -274,6 +274,31 @@ def test_nonfinite_rows_refused_or_dropped(tmp_path, rng):
         export_model(model, "classic", "splat", tmp_path / "x.splat")
 
 
+@pytest.mark.parametrize("name", FORMAT_NAMES)
+def test_a_model_with_no_gaussians_is_one_line_and_writes_nothing(tmp_path, rng, name):
+    """A PLY of no vertices, or one whose every row --drop-nonfinite leaves out, is one line
+    (not a reshape's traceback) and writes nothing: no file, no folder of --out."""
+    empty = tmp_path / "empty.ply"
+    save_ply(empty, GaussianModel.empty(3))
+    model = make_model(rng, n=10, degree=1)
+    model.means[:, 0] = np.nan
+    nans = tmp_path / "nans.ply"
+    save_ply(nans, model)
+    for ply, extra in ((empty, []), (empty, ["--drop-nonfinite"]), (nans, ["--drop-nonfinite"])):
+        out = tmp_path / "new" / f"m{get_format(name).suffix}"
+        res = CliRunner().invoke(main, ["export", str(ply), "--format", name, "--out", str(out)]
+                                 + extra)
+        assert res.exit_code == 1 and isinstance(res.exception, SystemExit), res.exception
+        lines = [l for l in res.output.splitlines()
+                 if l.strip() and not l.startswith("note: ")]
+        assert lines == [f"Error: cannot export as {name}: the model has no Gaussians: "
+                         f"nothing to export"], res.output
+        assert only_files(tmp_path) == ["empty.ply", "nans.ply"]
+    with pytest.raises(ValueError, match="the model has no Gaussians"):
+        export_model(GaussianModel.empty(0), "classic", name, tmp_path / "x")
+    assert only_files(tmp_path) == ["empty.ply", "nans.ply"]
+
+
 def test_unknown_format_is_one_line(tmp_path, rng):
     ply = tmp_path / "m.ply"
     save_ply(ply, make_model(rng, n=10, degree=0))

@@ -43,10 +43,14 @@ def write_export(model, mode: str, fmt_name: str, out_path: str, echo, source: s
                  **options) -> str:
     """Export ``model`` to ``out_path`` with one line saying what was written (or a one-line
     :class:`UserError`); returns the path."""
-    from ..data.exports import ExportError, export_model
+    from ..data.exports import ExportError, check_exportable, export_model
 
     if source and os.path.exists(out_path) and os.path.samefile(out_path, source):
         raise UserError(f"--out {out_path} is the model being exported: choose another file")
+    try:   # before the folder is made: a refused model writes nothing
+        check_exportable(model)
+    except ExportError as exc:
+        raise UserError(f"cannot export as {fmt_name}: {exc}") from None
     folder = os.path.dirname(os.path.abspath(out_path))
     try:
         os.makedirs(folder, exist_ok=True)

@@ -25,7 +25,8 @@ from ...model import GaussianModel
 from ._common import Encoded, ExportError
 
 __all__ = ["ExportError", "ExportFormat", "ExportResult", "FORMATS", "FORMAT_NAMES", "Encoded",
-           "get_format", "encode_model", "export_model", "default_export_path", "format_table"]
+           "get_format", "check_exportable", "encode_model", "export_model",
+           "default_export_path", "format_table"]
 
 
 @dataclass(frozen=True)
@@ -98,11 +99,12 @@ def default_export_path(model_path: str, fmt: ExportFormat) -> str:
     return stem + fmt.suffix
 
 
-def encode_model(model: GaussianModel, render_mode: str, fmt: str | ExportFormat,
-                 **options) -> Encoded:
-    """The bytes of ``model`` in ``fmt``; a model the format cannot hold, or one with NaN or
-    infinite values, raises :class:`ExportError` (one line)."""
-    fmt = get_format(fmt) if isinstance(fmt, str) else fmt
+def check_exportable(model: GaussianModel) -> None:
+    """What every format refuses, as a one-line :class:`ExportError`: a model of no Gaussians
+    (checked first: an empty model's arrays do not reshape to rows), or one with NaN or infinite
+    values."""
+    if model.num == 0:
+        raise ExportError("the model has no Gaussians: nothing to export")
     bad = np.zeros(model.num, bool)
     for arr in (model.means, model.log_scales, model.quats, model.sh):
         bad |= ~np.isfinite(arr.reshape(model.num, -1)).all(axis=1)
@@ -110,8 +112,14 @@ def encode_model(model: GaussianModel, render_mode: str, fmt: str | ExportFormat
     if bad.any():
         raise ExportError(f"{int(bad.sum())} of {model.num} Gaussians hold NaN or infinity: "
                           f"export refuses them (drop them when loading: --drop-nonfinite)")
-    if model.num == 0:
-        raise ExportError("the model has no Gaussians: nothing to export")
+
+
+def encode_model(model: GaussianModel, render_mode: str, fmt: str | ExportFormat,
+                 **options) -> Encoded:
+    """The bytes of ``model`` in ``fmt``; a model the format cannot hold, one of no Gaussians, or
+    one with NaN or infinite values, raises :class:`ExportError` (one line)."""
+    fmt = get_format(fmt) if isinstance(fmt, str) else fmt
+    check_exportable(model)
     return fmt.encode(model, render_mode, **options)
 
 
