@@ -283,3 +283,27 @@ def test_a_full_disk_while_rendering_is_one_line(tmp_path, monkeypatch):
     assert result.exit_code == 1 and "Traceback" not in result.output, result.output
     assert (f"the disk is full: writing {tmp_path / 'view_000.png'} failed; files written before "
             f"it are intact") in result.output, result.output
+
+
+# ------------------------------------------------------------------- resuming
+
+@pytest.mark.parametrize("strategy, flags, flag, value, other", [
+    ("mcmc", [], "--cap-max", "1000000", "9000"),
+    ("fast", ["--resolution-schedule", "1@0"], "--budget", "0", "9000"),
+])
+def test_a_strategys_flag_on_resume_is_checked_against_the_resumed_run(tmp_path, strategy, flags,
+                                                                      flag, value, other):
+    """The resumed run's strategy is the checkpoint's, not the default's: a flag of its section
+    given again is compared with the run's value (not refused as another strategy's option)."""
+    out = str(tmp_path / "run")
+    quick = ["train", "--preset", "smoke", "--iters", "4", "-r", "16", "--device", "cpu"]
+    res = CliRunner().invoke(main, quick + ["--out", out, "--strategy", strategy, *flags])
+    assert res.exit_code == 0, res.output
+    resume = ["train", "--out", out, "--resume", "latest", "--device", "cpu"]
+    res = CliRunner().invoke(main, resume + [flag, other])
+    assert res.exit_code == 1 and "Traceback" not in res.output, res.output
+    assert (f"Error: {flag} {other} disagrees with the run being resumed ({value}): a resumed run "
+            f"keeps its own configuration") in res.output, res.output
+    assert "is an option of --strategy" not in res.output
+    res = CliRunner().invoke(main, resume + [flag, value])
+    assert res.exit_code == 0 and "the run is complete: step 4 of 4" in res.output, res.output

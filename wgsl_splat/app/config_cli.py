@@ -2,7 +2,8 @@
 :class:`~wgsl_splat.training.config.TrainConfig` (:mod:`wgsl_splat.options`): flag, type, range,
 choices and help come from the field; the help's defaults are computed from the presets and the
 strategies' loss terms, so no default is written twice. Flags are applied only when given, on top
-of the preset; a flag of another strategy's section is refused."""
+of the preset; a flag of another strategy's section is refused (when the run resumes, every flag
+is compared with the run's own configuration instead)."""
 
 from __future__ import annotations
 
@@ -133,14 +134,27 @@ def flag_value(cf: ConfigFlag, raw):
     return raw
 
 
-def configure(preset: str, strategy: str | None, given: list[ConfigFlag], values: dict
-              ) -> TrainConfig:
+def _resuming_command() -> bool:
+    """Whether the command being run was given ``--resume`` (False outside a click command)."""
+    ctx = click.get_current_context(silent=True)
+    return ctx is not None and ctx.params.get("resume") is not None
+
+
+def configure(preset: str, strategy: str | None, given: list[ConfigFlag], values: dict,
+              resuming: bool | None = None) -> TrainConfig:
     """The run's configuration: the preset for the strategy, then the given flags (``--iters``
-    first: it trims the evaluation steps that ``--eval-at`` may then set)."""
+    first: it trims the evaluation steps that ``--eval-at`` may then set).
+
+    A flag of another strategy's section is refused, except when the run resumes (``resuming``;
+    None: whether the command was given ``--resume``): then the strategy is the checkpoint's, not
+    the default, and every given flag is compared with the resumed run's own value instead (which
+    refuses a disagreeing one, ``ResumeCheck`` in :mod:`.train`)."""
+    if resuming is None:
+        resuming = _resuming_command()
     cfg = make_config(preset, strategy or "adc")
     for cf in sorted(given, key=lambda c: c.declared.path != "iters"):
         section = _section_of(cf.declared)
-        if section is not None and section != cfg.strategy:
+        if section is not None and section != cfg.strategy and not resuming:
             raise click.UsageError(f"{cf.declared.option.flag} is an option of --strategy "
                                    f"{section}, and this run trains {cfg.strategy}")
         value = flag_value(cf, values[cf.param])
