@@ -480,7 +480,8 @@ def test_error_bad_transforms(tmp_path):
         load_dataset(tmp_path)
     meta["frames"][0]["fl_x"] = "wide"
     (tmp_path / "transforms.json").write_text(json.dumps(meta))
-    with pytest.raises(DatasetError, match="frame 0: bad camera intrinsics"):
+    with pytest.raises(DatasetError, match='^transforms.json frame 0: fl_x must be a finite '
+                                           'number, got "wide"$'):
         load_dataset(tmp_path)
     with pytest.raises(DatasetError, match="pass the scene folder"):
         make_colmap(tmp_path / "s", np.random.default_rng(0), images=False)
@@ -490,8 +491,8 @@ def test_error_bad_transforms(tmp_path):
 # ------------------------------------------------------------------------------------- validation
 
 @pytest.mark.parametrize("change, message", [
-    ({"fl_x": float("nan")}, "frame 0: intrinsics must be finite, got fx=nan"),  # json's NaN
-    ({"cy": float("inf")}, "frame 0: intrinsics must be finite"),
+    ({"fl_x": float("nan")}, "frame 0: fl_x must be a finite number, got NaN"),  # json's NaN
+    ({"cy": float("inf")}, "frame 0: cy must be a finite number, got Infinity"),
     ({"fl_x": -40.0}, "frame 0: focal lengths must be positive"),
     ({"w": 0}, "is 30x20 but the camera in transforms.json is 0x20"),
     ({"transform_matrix": np.zeros((4, 4)).tolist()}, "frame 0: transform_matrix has a degenerate rotation"),
@@ -686,3 +687,93 @@ def test_missing_real_data_skips_in_one_line_and_fails_under_ci(tmp_path, ci):
         assert r.returncode == 1 and "CI=true, so a missing data folder fails the run" in r.stdout
     else:
         assert r.returncode == 0 and "1 skipped" in r.stdout, r.stdout
+
+
+# ------------------------------------------------------------------ transforms.json: types, twins
+
+def _frames_scene(root: Path, rng, n=4):
+    """``n`` distinct photos a{k}.png with frames on a circle; the meta dict, unwritten."""
+    frames = []
+    for k in range(n):
+        save_png(root / f"a{k}.png", rng.integers(0, 256, (20, 30, 3), dtype=np.uint8))
+        angle = 2 * np.pi * k / n + rng.uniform(0, 0.3)
+        frames.append({"file_path": f"a{k}.png",
+                       "transform_matrix": gl_pose((4 * np.cos(angle), 4 * np.sin(angle), 1))})
+    return {"fl_x": 40.0, "w": 30, "h": 20, "frames": frames}
+
+
+@pytest.mark.parametrize("key, value, shown, kind", [
+    ("is_fisheye", "false", '"false"', "true or false (a JSON boolean)"),  # bool("false") is True
+    ("is_fisheye", 0, "0", "true or false (a JSON boolean)"),
+    ("fl_x", True, "true", "a finite number"),
+    ("cx", "15", '"15"', "a finite number"),
+    ("k1", [0.1], "[0.1]", "a finite number"),
+    ("w", 30.5, "30.5", "a whole number"),
+    ("camera_model", 1, "1", "a string"),
+    ("file_path", 7, "7", "a string"),
+    ("mask_path", {"x": 1}, '{"x": 1}', "a string"),
+])
+def test_transforms_values_of_the_wrong_type_are_refused_naming_key_and_frame(tmp_path, rng, key,
+                                                                              value, shown, kind):
+    meta = _frames_scene(tmp_path, rng)
+    k = int(rng.integers(len(meta["frames"])))
+    meta["frames"][k][key] = value
+    (tmp_path / "transforms.json").write_text(json.dumps(meta))
+    with pytest.raises(DatasetError) as e:
+        load_dataset(tmp_path)
+    assert _one_line(e) == f"transforms.json frame {k}: {key} must be {kind}, got {shown}"
+
+
+@pytest.mark.parametrize("key, value, kind", [
+    ("is_fisheye", "false", "true or false (a JSON boolean)"),
+    ("fl_y", "40", "a finite number"), ("h", "20", "a whole number"),
+    ("aabb_scale", "4", "a finite number"), ("ply_file_path", 3, "a string")])
+def test_transforms_file_level_values_are_type_checked_too(tmp_path, rng, key, value, kind):
+    meta = _frames_scene(tmp_path, rng, n=2)
+    meta[key] = value
+    (tmp_path / "transforms.json").write_text(json.dumps(meta))
+    with pytest.raises(DatasetError) as e:
+        load_dataset(tmp_path)
+    assert _one_line(e) == f"transforms.json: {key} must be {kind}, got {json.dumps(value)}"
+    meta[key] = None          # null: as if absent
+    meta["is_fisheye"] = False
+    (tmp_path / "transforms.json").write_text(json.dumps(meta))
+    d = load_dataset(tmp_path)
+    assert all(s.distortion is None for s in d.sources)   # pinhole, not undistorted as a fisheye
+
+
+def test_transforms_image_with_two_frames_is_refused(tmp_path, rng):
+    """COLMAP's two images of one name are refused; so are two frames of one image file, however
+    spelled: with two poses one is wrong, listed twice it trains twice and is scored once."""
+    meta = _frames_scene(tmp_path, rng)
+    i, j = sorted(rng.choice(len(meta["frames"]), 2, replace=False).tolist())
+    twin = dict(meta["frames"][i])
+    meta["frames"][j] = twin                       # listed twice: same file, same pose
+    (tmp_path / "transforms.json").write_text(json.dumps(meta))
+    with pytest.raises(DatasetError) as e:
+        load_dataset(tmp_path)
+    assert _one_line(e) == (f"transforms.json frame {i} and transforms.json frame {j} both list "
+                            f"the image a{i}.png ('a{i}.png'): a frame listed twice is trained "
+                            f"twice and scored once; remove one from transforms.json")
+    (tmp_path / "sub").mkdir()
+    meta["frames"][j] = {"file_path": f"./sub/../a{i}",      # the same file, spelled otherwise
+                         "transform_matrix": gl_pose((0.5, -4, 2))}
+    (tmp_path / "transforms.json").write_text(json.dumps(meta))
+    with pytest.raises(DatasetError) as e:
+        load_dataset(tmp_path)
+    assert _one_line(e) == (f"transforms.json frame {i} and transforms.json frame {j} both use "
+                            f"the image a{i}.png ('a{i}.png' and './sub/../a{i}') with different "
+                            f"poses: each frame needs its own image file; fix or re-export "
+                            f"transforms.json")
+
+
+def test_blender_test_frame_of_a_training_image_is_refused(tmp_path):
+    make_blender(tmp_path)
+    test = json.loads((tmp_path / "transforms_test.json").read_text())
+    test["frames"][1]["file_path"] = "train/r_0.png"
+    (tmp_path / "transforms_test.json").write_text(json.dumps(test))
+    with pytest.raises(DatasetError) as e:
+        load_dataset(tmp_path, eval_split=True)
+    assert _one_line(e).startswith("transforms_train.json frame 0 and transforms_test.json frame 1 "
+                                   "both use the image train/r_0.png ('./train/r_0' and "
+                                   "'train/r_0.png') with different poses")

@@ -37,6 +37,9 @@ Decisions (see also the docstrings below):
   Blender scenes keep compositing alpha onto the background (the NeRF-synthetic convention: there
   the background is part of the picture). Masks go through the same undistortion and area
   downscale as their images; a pixel counts when its processed mask value is ≥ 0.5.
+- transforms.json values are type-checked (a wrong type names the key and the frame or file:
+  ``"is_fisheye": "false"`` is no flag), and two frames of one image file are refused, as
+  COLMAP's two images of one name are.
 """
 
 from __future__ import annotations
@@ -809,6 +812,36 @@ def _finite_points(xyz: np.ndarray, rgb: np.ndarray, what: str, notes: list[str]
 # ------------------------------------------------------------------------------- transforms.json
 
 _OPENGL_TO_OPENCV = np.diag([1.0, -1.0, -1.0, 1.0])
+_JSON_KINDS = {bool: "true or false (a JSON boolean)", float: "a finite number",
+               int: "a whole number", str: "a string"}
+
+
+def _typed(value, kind: type, key: str, where: str):
+    """``value``, read from key ``key`` of a dataset file, when it has the JSON type ``kind``
+    (bool, str, float: a finite number, int: a whole one); None when absent (null). A wrong type
+    is a :class:`DatasetError` naming the key and ``where``: ``bool("false")`` is True, so a
+    string is never taken for a flag, nor a flag for a number."""
+    if value is None:
+        return None
+    if kind in (float, int):
+        try:
+            ok = (isinstance(value, (int, float)) and not isinstance(value, bool)
+                  and math.isfinite(value) and (kind is float or float(value).is_integer()))
+        except OverflowError:   # an integer beyond float's range
+            ok = False
+    else:
+        ok = isinstance(value, kind)
+    if not ok:
+        shown = json.dumps(value)
+        shown = shown if len(shown) <= 40 else shown[:37] + "..."
+        raise DatasetError(f"{where}: {key} must be {_JSON_KINDS[kind]}, got {shown}")
+    return kind(value) if kind in (float, int) else value
+
+
+def _file_identity(path: Path):
+    """What two spellings of one file share (its inode, else its resolved path)."""
+    st = path.stat()
+    return (st.st_dev, st.st_ino) if st.st_ino else os.path.normcase(os.path.realpath(path))
 
 
 def _resolve_frame_path(base: Path, file_path: str) -> Path | None:
@@ -848,17 +881,23 @@ def _frame_pose(matrix, where: str) -> np.ndarray:
     return w2c
 
 
-def _ngp_aabb(meta: dict) -> np.ndarray | None:
+def _ngp_aabb(meta: dict, where: str) -> np.ndarray | None:
     """instant-ngp's scene box in the transforms' frame: ngp = nerf·scale + offset, and the box is
     0.5 ± aabb_scale/2 in ngp units (defaults scale 0.33, offset 0.5)."""
-    if "aabb_scale" not in meta:
+    aabb_scale = _typed(meta.get("aabb_scale"), float, "aabb_scale", where)
+    if aabb_scale is None:
         return None
-    try:
-        scale = float(meta.get("scale", 0.33))
-        offset = np.broadcast_to(np.asarray(meta.get("offset", 0.5), dtype=np.float64), (3,))
-        half = 0.5 * float(meta["aabb_scale"]) / scale
-    except (TypeError, ValueError):
-        return None
+    scale = _typed(meta.get("scale"), float, "scale", where)
+    scale = 0.33 if scale is None else scale
+    if scale == 0:
+        raise DatasetError(f"{where}: scale must not be 0")
+    offset = meta.get("offset")
+    if isinstance(offset, list) and len(offset) == 3:
+        offset = np.array([_typed(v, float, "offset", where) for v in offset], dtype=np.float64)
+    elif offset is not None:
+        offset = _typed(offset, float, "offset (a number or a list of 3)", where)
+    offset = np.broadcast_to(np.asarray(0.5 if offset is None else offset, np.float64), (3,))
+    half = 0.5 * aabb_scale / scale
     centre = (0.5 - offset) / scale
     return np.stack([centre - half, centre + half])
 
@@ -891,6 +930,7 @@ def _read_point_cloud(path: Path) -> tuple[np.ndarray, np.ndarray] | None:
 def _load_transforms(json_paths: list[Path], notes: list[str], synthetic: bool = False):
     cams, sources, missing, split_of, aabb = [], [], [], {}, None
     cloud = None
+    seen: dict = {}   # file identity -> (where, file_path, pose) of the frame that uses it
     for jp in json_paths:
         try:
             meta = json.loads(jp.read_text())
@@ -901,28 +941,32 @@ def _load_transforms(json_paths: list[Path], notes: list[str], synthetic: bool =
         frames = meta.get("frames") if isinstance(meta, dict) else None
         if not isinstance(frames, list) or not frames:
             raise DatasetError(f"{jp}: no 'frames' list")
-        aabb = _ngp_aabb(meta) if aabb is None else aabb
-        if cloud is None and meta.get("ply_file_path"):  # nerfstudio exports its SfM points
-            cloud = _read_point_cloud(jp.parent / str(meta["ply_file_path"]))
+        aabb = _ngp_aabb(meta, jp.name) if aabb is None else aabb
+        ply_file = _typed(meta.get("ply_file_path"), str, "ply_file_path", jp.name)
+        if cloud is None and ply_file:  # nerfstudio exports its SfM points
+            cloud = _read_point_cloud(jp.parent / ply_file)
             if cloud is None:
-                notes.append(f"empty point cloud {meta['ply_file_path']}: random initialisation")
+                notes.append(f"empty point cloud {ply_file}: random initialisation")
             else:
-                xyz, rgb = _finite_points(*cloud, str(meta["ply_file_path"]), notes)
+                xyz, rgb = _finite_points(*cloud, ply_file, notes)
                 cloud = None if xyz is None else (xyz, rgb)
         for i, frame in enumerate(frames):
             where = f"{jp.name} frame {i}"
-            if not isinstance(frame, dict) or "file_path" not in frame:
+            if not isinstance(frame, dict) or frame.get("file_path") is None:
                 raise DatasetError(f"{where}: no file_path")
-            path = _resolve_frame_path(jp.parent, str(frame["file_path"]))
+            file_path = _typed(frame["file_path"], str, "file_path", where)
+            path = _resolve_frame_path(jp.parent, file_path)
             if path is None:
-                missing.append(frame["file_path"])
+                missing.append(file_path)
                 continue
             w2c = _frame_pose(frame.get("transform_matrix"), where)
-            cam, src = _transforms_camera(meta, frame, path, w2c, where)
-            if frame.get("mask_path"):   # nerfstudio: a mask per frame, relative to the json
-                mask = jp.parent / str(frame["mask_path"])
+            _check_not_seen(seen, _file_identity(path), (where, file_path, w2c), path, json_paths)
+            cam, src = _transforms_camera(meta, frame, path, w2c, where, jp.name)
+            mask_path = _typed(frame.get("mask_path"), str, "mask_path", where)
+            if mask_path:   # nerfstudio: a mask per frame, relative to the json
+                mask = jp.parent / mask_path
                 if not mask.is_file():
-                    raise DatasetError(f"{where}: mask_path {frame['mask_path']} does not exist")
+                    raise DatasetError(f"{where}: mask_path {mask_path} does not exist")
                 src = replace(src, mask=str(mask))
             cams.append(cam)
             sources.append(src)
@@ -952,37 +996,64 @@ def _load_transforms(json_paths: list[Path], notes: list[str], synthetic: bool =
     return cams, sources, points, colors, hint, aabb
 
 
-def _transforms_camera(meta: dict, frame: dict, path: Path, w2c: np.ndarray, where: str):
-    def get(key, default=None):
-        return frame.get(key, meta.get(key, default))
+def _check_not_seen(seen: dict, key, frame: tuple, path: Path, json_paths: list[Path]) -> None:
+    """Refuse a second frame of one image file (``seen``: the frames so far by file identity):
+    with two poses either one is wrong; listed twice it trains twice and is scored once. The
+    frames and both spellings are named (COLMAP's own case: ``_load_colmap``)."""
+    if key not in seen:
+        seen[key] = frame
+        return
+    (first, first_path, first_pose), (where, file_path, pose) = seen[key], frame
+    spelled = (repr(file_path) if file_path == first_path
+               else f"{first_path!r} and {file_path!r}")
+    shown = Path(os.path.relpath(path, json_paths[0].parent)).as_posix()
+    files = " + ".join(p.name for p in json_paths)
+    if np.allclose(pose, first_pose, rtol=0, atol=1e-9):
+        raise DatasetError(f"{first} and {where} both list the image {shown} ({spelled}): a frame "
+                           f"listed twice is trained twice and scored once; remove one from "
+                           f"{files}")
+    raise DatasetError(f"{first} and {where} both use the image {shown} ({spelled}) with "
+                       f"different poses: each frame needs its own image file; fix or re-export "
+                       f"{files}")
 
-    model = str(get("camera_model", "OPENCV")).upper()
-    fisheye = model == "OPENCV_FISHEYE" or bool(get("is_fisheye", False))
+
+def _transforms_camera(meta: dict, frame: dict, path: Path, w2c: np.ndarray, where: str,
+                       file_where: str):
+    def get(key, kind, default=None):   # the frame's value, else the file's; type-checked
+        here = frame.get(key) is not None
+        value = _typed(frame[key] if here else meta.get(key), kind, key,
+                       where if here else file_where)
+        return default if value is None else value
+
+    def focal(key, side):   # from a field of view, in radians
+        angle = get(key, float)
+        if not 0 < angle < math.pi:
+            raise DatasetError(f"{where}: {key} must be an angle in radians between 0 and pi, "
+                               f"got {angle:g}")
+        return 0.5 * side / math.tan(0.5 * angle)
+
+    model = get("camera_model", str, "OPENCV").upper()
+    fisheye = model == "OPENCV_FISHEYE" or get("is_fisheye", bool, False)
     if model not in ("OPENCV", "OPENCV_FISHEYE", "PINHOLE", "SIMPLE_PINHOLE"):
         raise DatasetError(f"{where}: camera model {model} is not supported; convert the images "
                            f"to a pinhole camera first (for a COLMAP source: {UNDISTORT_HINT})")
     size = _checked(read_image_size, path)
-    try:
-        width, height = int(get("w", size[0])), int(get("h", size[1]))
-        if get("fl_x") is not None:
-            fx = float(get("fl_x"))
-        elif get("camera_angle_x") is not None:
-            fx = 0.5 * width / math.tan(0.5 * float(get("camera_angle_x")))
-        else:
-            raise DatasetError(f"{where}: no focal length (fl_x or camera_angle_x)")
-        if get("fl_y") is not None:
-            fy = float(get("fl_y"))
-        elif get("camera_angle_y") is not None and get("fl_x") is None:
-            fy = 0.5 * height / math.tan(0.5 * float(get("camera_angle_y")))
-        else:
-            fy = fx
-        cx, cy = float(get("cx", width / 2)), float(get("cy", height / 2))
-        ks = tuple(float(get(k, 0.0)) for k in ("k1", "k2", "k3", "k4"))
-        dist = None if fisheye else Distortion(ks, float(get("p1", 0.0)), float(get("p2", 0.0)))
-    except DatasetError:
-        raise
-    except (TypeError, ValueError) as exc:
-        raise DatasetError(f"{where}: bad camera intrinsics ({exc})") from None
+    width, height = get("w", int, size[0]), get("h", int, size[1])
+    if get("fl_x", float) is not None:
+        fx = get("fl_x", float)
+    elif get("camera_angle_x", float) is not None:
+        fx = focal("camera_angle_x", width)
+    else:
+        raise DatasetError(f"{where}: no focal length (fl_x or camera_angle_x)")
+    if get("fl_y", float) is not None:
+        fy = get("fl_y", float)
+    elif get("camera_angle_y", float) is not None and get("fl_x", float) is None:
+        fy = focal("camera_angle_y", height)
+    else:
+        fy = fx
+    cx, cy = get("cx", float, width / 2), get("cy", float, height / 2)
+    ks = tuple(get(k, float, 0.0) for k in ("k1", "k2", "k3", "k4"))
+    dist = None if fisheye else Distortion(ks, get("p1", float, 0.0), get("p2", float, 0.0))
     if fisheye:   # p1, p2 are no part of the fisheye model
         try:
             dist = fisheye_view(ks, width, height, fx, fy, cx, cy)
