@@ -51,13 +51,50 @@ def test_overwrite_removes_only_what_a_run_writes(tmp_path):
     out = tmp_path / "run"
     assert train(out, "--iters", "2").exit_code == 0
     (out / "notes.txt").write_text("mine")
-    (out / "point_cloud" / "iteration_99").mkdir()        # a stale output of the old run
+    mine = out / "point_cloud" / "mine.txt"        # the user's file inside a folder a run writes
+    mine.write_text("mine")
+    before = sorted(str(p) for p in out.rglob("*"))
+    res = train(out, "--iters", "1", "--overwrite")
+    assert_one_line_error(res, "and point_cloud/mine.txt was not written by it")
+    assert sorted(str(p) for p in out.rglob("*")) == before      # refused before touching
+    mine.unlink()
     res = train(out, "--iters", "1", "--overwrite")
     assert res.exit_code == 0, res.output
     assert (out / "notes.txt").read_text() == "mine"
-    assert sorted(os.listdir(out / "point_cloud")) == ["iteration_1"]
+    assert sorted(os.listdir(out / "point_cloud")) == ["iteration_1"]   # iteration_2 went
     assert sorted(os.listdir(out / "checkpoints")) == ["ckpt_000001.npz"]
     assert_one_line_error(train(out, "--resume", "latest", "--overwrite"), "pass one")
+
+
+def test_a_run_never_removes_a_users_folders(tmp_path):
+    """Folders named as a run's outputs (train/, test/) with the user's files, and no record of
+    a run writing them: neither a new run nor --overwrite touches them."""
+    out = tmp_path / "d"
+    (out / "train").mkdir(parents=True)
+    (out / "test").mkdir()
+    (out / "train" / "labels.csv").write_text("keep")
+    (out / "cfg.json").write_text("{}")
+    assert_one_line_error(train(out, "--iters", "1"), "is not empty")
+    res = train(out, "--iters", "1", "--overwrite")
+    assert_one_line_error(res, "was not written by it (the folder has no .wgsl_splat_written")
+    assert (out / "train" / "labels.csv").read_text() == "keep"
+    assert sorted(os.listdir(out)) == [".lock", "cfg.json", "test", "train"]
+
+
+def test_an_output_folder_in_or_around_the_data_is_refused(tmp_path):
+    """A Blender-like scene: --out the scene (with --overwrite), inside it, or around it is refused
+    before anything is touched (--overwrite once deleted its train/ and test/ images)."""
+    scene = tmp_path / "scene"
+    for sub in ("train", "test"):
+        (scene / sub).mkdir(parents=True)
+        (scene / sub / "r_0.png").write_bytes(b"an image")
+    (scene / "transforms_train.json").write_text("{}")
+    before = sorted(str(p) for p in tmp_path.rglob("*"))
+    for out, where in ((scene, "is"), (scene / "output", "lies inside"), (tmp_path, "holds")):
+        res = CliRunner().invoke(main, ["train", str(scene), *QUICK, "--out", str(out),
+                                        "--overwrite"])
+        assert_one_line_error(res, f"{where} the training data")
+    assert sorted(str(p) for p in tmp_path.rglob("*")) == before
 
 
 def test_a_second_process_is_stopped_by_the_lock(tmp_path):
@@ -124,6 +161,52 @@ def test_resume_keeps_the_runs_own_configuration(finished):
     assert agreeing.exit_code == 0, agreeing.output
 
 
+def test_a_resumed_run_continues_on_the_path_it_trained_on(finished):
+    """The finished run trained with --device cpu; --resume latest alone continues on the NumPy
+    path (the GPU adapter is there: auto would pick it) and says so; --device given again wins."""
+    res = CliRunner().invoke(main, ["train", "--out", str(finished), "--resume", "latest"])
+    assert res.exit_code == 0, res.output
+    assert "continuing on --device cpu, as the run trained" in res.output
+    assert "on cpu (NumPy reference)" in res.output
+    res = CliRunner().invoke(main, ["train", "--out", str(finished), "--resume", "latest",
+                                    "--device", "cpu"])
+    assert res.exit_code == 0 and "continuing on" not in res.output, res.output
+
+
+def test_sigterm_during_eval_leaves_no_temp_file(finished, tmp_path):
+    """SIGTERM while eval --scales writes a render: the write's temp file goes with the process
+    (exit 143); one left by a harder stop is removed by the next eval."""
+    script = f"""
+import os, signal, sys
+import wgsl_splat.atomic_io as io
+from wgsl_splat.app.cli import main
+real, calls = io._open_temp, []
+def open_temp(tmp):
+    f = real(tmp)
+    calls.append(tmp)
+    if len(calls) == 3:                  # mid-way: the temp file exists, its target not yet
+        os.kill(os.getpid(), signal.SIGTERM)
+    return f
+io._open_temp = open_temp
+sys.argv = ["wgsl_splat", "eval", {str(finished)!r}, "--scales", "1,0.5", "--device", "cpu"]
+main()
+"""
+    proc = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
+                          timeout=120)
+    assert proc.returncode == 143, proc.stdout + proc.stderr
+    assert "Traceback" not in proc.stderr, proc.stderr
+    assert not [p for p in finished.rglob("*.tmp")]
+    from wgsl_splat.atomic_io import WriteRecord
+
+    metrics = finished / "metrics.json"
+    WriteRecord(finished).add(metrics)
+    left = finished / ".metrics.json.0123456789ab.tmp"          # as SIGKILL would leave it
+    left.write_bytes(b"half")
+    res = CliRunner().invoke(main, ["eval", str(finished), "--device", "cpu"])
+    assert res.exit_code == 0, res.output
+    assert not left.exists() and "left by an interrupted write" in res.output
+
+
 def test_resume_refuses_another_dataset_or_resolution(tmp_path):
     run(tmp_path, tiny_config(8))
     other = default_dataset(resolution=4, eval_split=True, num_cameras=16, num_points=600)
@@ -155,15 +238,22 @@ def test_resume_falls_back_to_the_newest_intact_checkpoint(tmp_path):
 
 
 def test_resume_cleans_temp_files_and_refuses_what_is_not_a_checkpoint(finished, tmp_path):
+    from wgsl_splat.atomic_io import WriteRecord
+
     orphans = [finished / "checkpoints" / ".ckpt_000003.npz.0123456789ab.tmp",
                finished / ".metrics.json.abcdef012345.tmp"]
+    WriteRecord(finished).add(finished / "checkpoints" / "ckpt_000003.npz")   # as a crash leaves it
     for p in orphans:
         p.write_bytes(b"half a write")
+    not_ours = finished / "checkpoints" / ".notes.txt.0123456789ab.tmp"   # no write of ours
+    not_ours.write_bytes(b"the user's")
     res = CliRunner().invoke(main, ["train", "--out", str(finished), "--resume", "latest",
                                     "--device", "cpu"])
     assert res.exit_code == 0, res.output
     assert not any(p.exists() for p in orphans)
     assert "left by an interrupted write" in res.output
+    assert not_ours.read_bytes() == b"the user's"
+    not_ours.unlink()
     ply = finished / "point_cloud" / "iteration_2" / "point_cloud.ply"
     assert_one_line_error(train(tmp_path / "new", "--resume", str(ply)), "is a PLY model, not a checkpoint")
     empty = tmp_path / "empty.npz"
@@ -215,24 +305,37 @@ def test_what_can_be_refused_is_refused_before_anything_is_written(tmp_path):
     assert res.exit_code == 0, res.output
 
 
-def test_a_run_that_wrote_no_checkpoint_does_not_block_its_out(tmp_path):
-    """A run that stopped before its first checkpoint (here: its log, cfg.json and an empty
-    checkpoints folder, as a failure in initialisation leaves them) cannot be resumed and holds
-    nothing to lose: the same command trains there, its log goes on."""
+def test_a_run_that_wrote_no_checkpoint_does_not_block_its_out(tmp_path, monkeypatch):
+    """A run that stopped before its first checkpoint (here: its first step fails, after its log
+    and cfg.json are written) cannot be resumed and holds nothing to lose: the same command trains
+    there, its log goes on. A file the run did not write makes the folder the user's again."""
     out = tmp_path / "run"
-    (out / "checkpoints").mkdir(parents=True)
-    (out / "train.log").write_text("00:00:00 init: 3000 points from the scene's point cloud\n")
-    (out / "cfg.json").write_text("{}")
+
+    def fails(self, s):
+        raise TrainingError("the first step failed")
+
+    with monkeypatch.context() as m:
+        m.setattr(Trainer, "train_step", fails)
+        assert_one_line_error(train(out, "--iters", "1"), "the first step failed")
+    assert (out / "cfg.json").is_file() and not (out / "checkpoints").exists()
     assert_one_line_error(train(out, "--resume", "latest"),
                           "the run stopped before writing one; start it again without --resume")
+    first_log = (out / "train.log").read_text()
     res = train(out, "--iters", "1")
     assert res.exit_code == 0, res.output
     assert "stopped before its first checkpoint" in res.output
     log = (out / "train.log").read_text()
-    assert log.startswith("00:00:00 init: 3000 points") and "done: 1 steps" in log
+    assert log.startswith(first_log) and "done: 1 steps" in log
     assert json.loads((out / "cfg.json").read_text())["iters"] == 1
     (out / "checkpoints" / "ckpt_000001.npz").unlink()    # a PLY is left: that run is refused
     assert_one_line_error(train(out, "--iters", "1"), "is not empty")
+    for p in sorted(out.rglob("*"), reverse=True):       # only a log and the user's file
+        if p.name not in ("train.log", ".lock", ".wgsl_splat_written"):
+            p.unlink() if p.is_file() else p.rmdir()
+    (out / "test").mkdir()
+    (out / "test" / "labels.csv").write_text("keep")
+    assert_one_line_error(train(out, "--iters", "1"), "is not empty")
+    assert (out / "test" / "labels.csv").read_text() == "keep"
 
 
 def test_the_resume_command_continues_the_same_run(monkeypatch):
@@ -280,9 +383,9 @@ def test_a_full_disk_is_one_line_naming_the_file_and_the_intact_checkpoint(tmp_p
         def __exit__(self, *exc):
             self.f.close()
 
-    def open_temp(path):
-        tmp, f = real_open_temp(path)
-        return (tmp, FullDisk(f)) if os.path.basename(path) == "ckpt_000004.npz" else (tmp, f)
+    def open_temp(tmp):
+        f = real_open_temp(tmp)
+        return FullDisk(f) if os.path.basename(tmp).startswith(".ckpt_000004.npz.") else f
 
     def configure(*args):
         cfg = real_configure(*args)

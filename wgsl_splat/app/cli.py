@@ -17,6 +17,7 @@ class SplatGroup(click.Group):
     """Turns GPU runtime errors (validation, lost device, out of memory) into one clear line."""
 
     def invoke(self, ctx):
+        restore = _terminate_cleanly()
         try:
             return super().invoke(ctx)
         except Exception as exc:  # noqa: BLE001 - only GpuError and a full disk are converted
@@ -31,6 +32,27 @@ class SplatGroup(click.Group):
                 raise click.ClickException(f"the disk is full: writing {exc.filename} failed; "
                                            f"files written before it are intact") from None
             raise
+        finally:
+            restore()
+
+
+def _terminate_cleanly():
+    """SIGTERM (``kill``, ``timeout``, a scheduler) ends a command as SIGINT does, by an exception:
+    Python's default would end the process at once, leaving the temp file of a write under way
+    (atomic_io removes it on the way out). ``train`` sets its own handlers around the loop (a
+    checkpoint first). The exit status stays the shell's 143. Returns what puts the previous
+    handler back."""
+    import signal
+    import threading
+
+    def terminated(signum, frame):
+        raise SystemExit(128 + signum)
+
+    if threading.current_thread() is not threading.main_thread() \
+            or signal.getsignal(signal.SIGTERM) != signal.SIG_DFL:
+        return lambda: None
+    signal.signal(signal.SIGTERM, terminated)
+    return lambda: signal.signal(signal.SIGTERM, signal.SIG_DFL)
 
 
 @click.group(cls=SplatGroup, context_settings={"help_option_names": ["-h", "--help"]})

@@ -21,6 +21,9 @@ from .web_viewer import HOST_OPTION, PORT_OPTION
 # run-level flags a resumed run must agree with: parameter name -> (flag, run-info key)
 RUN_FLAGS = {"data": ("DATA", "data"), "resolution": ("-r/--resolution", "resolution"),
              "eval_split": ("--eval", "eval_split"), "preset": ("--preset", "preset")}
+# run-level flags a resumed run takes from the run unless given again (it may change them):
+# parameter name -> run-info key
+RESUMED_PATH = {"device": "device_option"}
 
 
 TRAIN_HELP = f"""Train on DATA: {scene_formats_text()}, or 'default' (the embedded procedural
@@ -72,7 +75,8 @@ def train(ctx, data, out_dir, preset, eval_split, resolution, device, adapter_fi
     given = given_config_flags(ctx)
     cfg = configure(preset, flags.get("strategy"), given, flags)
     sources = (click.core.ParameterSource.COMMANDLINE, click.core.ParameterSource.ENVIRONMENT)
-    given_run = {name for name in RUN_FLAGS if ctx.get_parameter_source(name) in sources}
+    given_run = {name for name in (*RUN_FLAGS, *RESUMED_PATH)
+                 if ctx.get_parameter_source(name) in sources}
     run_training(data=data, out_dir=out_dir, preset=preset, eval_split=eval_split,
                  resolution=resolution, device=device, adapter_filter=adapter_filter,
                  resume=resume, overwrite=overwrite, preview=preview, devices=devices,
@@ -92,7 +96,7 @@ class ResumeCheck:
     def check(self, old_cfg, old_run: dict, new_run: dict) -> None:
         from .. import options
 
-        for name in sorted(self.run_flags):
+        for name in sorted(self.run_flags & RUN_FLAGS.keys()):
             flag, key = RUN_FLAGS[name]
             if old_run.get(key) != new_run.get(key):
                 self._refuse(flag, new_run.get(key), old_run.get(key))
@@ -101,6 +105,14 @@ class ResumeCheck:
             old = options.get_path(old_cfg, cf.declared.path)
             if old != new:
                 self._refuse(cf.declared.option.flag.split("/")[0], raw, old)
+
+    def resumed_device(self, device: str, run: dict, echo) -> str:
+        """The ``--device`` a resumed run continues on: the run's own unless given again."""
+        old = run.get(RESUMED_PATH["device"])
+        if "device" in self.run_flags or old is None or old == device:
+            return device
+        echo(f"note: continuing on --device {old}, as the run trained (pass --device to change)")
+        return old
 
     @staticmethod
     def _refuse(flag, new, old):
@@ -180,7 +192,12 @@ def _resumed_settings(meta: dict, run: dict, given: ResumeCheck) -> tuple:
     from ..training.config import TrainConfig
 
     old_cfg = TrainConfig.from_dict(meta["config"])
-    old_run = {**run, **(meta.get("run") or {})}   # checkpoints before format 2 lack run info
+    stored = meta.get("run") or {}
+    old_run = {**run, **stored}   # checkpoints before format 2 lack run info
+    if RESUMED_PATH["device"] not in stored:   # before it was recorded: the path the run named
+        described = stored.get("device")
+        old_run[RESUMED_PATH["device"]] = ("cpu" if isinstance(described, str)
+                                           and described.startswith("cpu") else None)
     given.check(old_cfg, old_run, run)
     return old_cfg, old_run
 
@@ -211,10 +228,17 @@ def run_training(data="default", out_dir=None, preset="default", eval_split=Fals
         raise UserError("--pose-opt keeps each view's pose correction on one device: it does not "
                         "combine with --devices or --distributed")
     run_info = dict(data=data if data == "default" else os.path.abspath(data), resolution=resolution,
-                    eval_split=eval_split, preset=preset)
+                    eval_split=eval_split, preset=preset, device_option=device)
     if resume and overwrite:
         raise UserError("--resume continues the run in --out and --overwrite replaces it: pass one")
     out_dir = out_dir or _default_out_dir(data, resume)
+    if not resume and data != "default":
+        from .run_dir import RunDirError, check_apart_from_data
+
+        try:
+            check_apart_from_data(out_dir, data)
+        except RunDirError as exc:
+            raise UserError(str(exc)) from None
     if distributed:
         return _train_distributed(out_dir, cfg, run_info, data, resolution, eval_split, device,
                                   devices, resume, overwrite, given, web, exports)
@@ -273,6 +297,8 @@ def _train_locked(out_dir, cfg, run_info, data, resolution, eval_split, device, 
         if resume:
             data, resolution, eval_split = (run_info["data"], run_info["resolution"],
                                             run_info["eval_split"])
+            device = given.resumed_device(device, run_info, click.echo)
+            run_info = dict(run_info, device_option=device)
         _train_in(out_dir, cfg, run_info, data, resolution, eval_split, device, adapter_filter,
                   resume, preview, devices, notes=notes, web=web, exports=exports)
     finally:
@@ -310,6 +336,9 @@ def _train_distributed(out_dir, cfg, run_info, data, resolution, eval_split, dev
         if resume:
             data, resolution, eval_split = (run_info["data"], run_info["resolution"],
                                             run_info["eval_split"])
+            device = given.resumed_device(device, run_info, click.echo if world.rank == 0
+                                          else lambda line: None)
+            run_info = dict(run_info, device_option=device)
         if world.rank == 0:
             _train_in(out_dir, cfg, run_info, data, resolution, eval_split, device, None, resume,
                       False, devices, world, notes=notes, earlier_signal=early, web=web,

@@ -29,7 +29,7 @@ import time
 
 import numpy as np
 
-from ..atomic_io import safe_file_stem, save_png
+from ..atomic_io import make_dirs, safe_file_stem, save_png
 from ..data.images import to_u8
 from ..reference.loss import psnr, ssim, ssim_map
 
@@ -139,7 +139,7 @@ def evaluate_views(dataset, render_fn, out_dir: str, iteration: int, *,
     split = "test" if held_out else "train"
     views = held_out or dataset.train_indices[:: max(1, len(dataset.train_indices) // 5)][:5]
     out = os.path.join(out_dir, split, f"iteration_{iteration}")
-    os.makedirs(out, exist_ok=True)
+    make_dirs(out)   # recorded: the run folder removes only what it wrote
     scorer = lpips if lpips is not None and lpips.available else None
     per_view, masked = {}, 0
     for i in views:

@@ -31,7 +31,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from ..atomic_io import save_npz, write_json
+from ..atomic_io import make_dirs, note_written, save_npz, write_json
 from ..model import PARAM_GROUPS, SH_C0, GaussianModel, floats_per_gaussian
 from ..reference.rows import STREAM_NOISE, stream
 from ..strategy import Strategy, StrategyContext, StrategyError, make_strategy
@@ -297,8 +297,10 @@ class Trainer:
         self.timing = Timing()
         if not dataset.train_indices:
             raise TrainingError("the dataset has no training views")
-        os.makedirs(out_dir, exist_ok=True)
-        self._log_file = open(os.path.join(out_dir, "train.log"), "a", buffering=1)
+        make_dirs(out_dir)
+        log_path = os.path.join(out_dir, "train.log")
+        note_written(log_path)
+        self._log_file = open(log_path, "a", buffering=1)
         self.loss_first = self.loss_ema = None
         self.empty_loss = self.initial_n = None   # set up with the run (the collapse check)
         self.metrics: dict = {}
@@ -385,7 +387,7 @@ class Trainer:
                     dataset=dataset_shape(self.dataset), format=CHECKPOINT_FORMAT,
                     strategy=dict(name=self.strategy.name, state=self.strategy.state_dict()))
         arrays["meta"] = np.frombuffer(json.dumps(meta).encode(), dtype=np.uint8)
-        os.makedirs(self.checkpoint_dir(), exist_ok=True)
+        make_dirs(self.checkpoint_dir())
         path = os.path.join(self.checkpoint_dir(), f"ckpt_{iteration:06d}.npz")
         save_npz(path, **arrays)
         for old in checkpoint_files(self.checkpoint_dir())[:-CHECKPOINTS_KEPT]:
@@ -428,7 +430,7 @@ class Trainer:
         model = self.step.get_model()
         self.require_sane(model, iteration, "PLY")
         d = os.path.join(self.out_dir, "point_cloud", f"iteration_{iteration}")
-        os.makedirs(d, exist_ok=True)
+        make_dirs(d)
         path = os.path.join(d, "point_cloud.ply")
         save_ply(path, model, self.cfg.render_mode, self.step.filter_3d())
         return path
