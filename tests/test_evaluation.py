@@ -114,3 +114,37 @@ def test_lpips_missing_is_a_note_and_present_is_scored(tmp_path, monkeypatch):
     name = ds.cameras[ds.test_indices[0]].name
     assert result["mean"]["lpips"] == pytest.approx(result["per_view"][name]["lpips"])
     assert "LPIPS" in result["line"]
+
+
+def test_views_whose_mask_leaves_no_pixel_are_skipped_never_raised(tmp_path, rng):
+    """``eval`` does not preload, so evaluate_views itself skips a view whose mask keeps nothing
+    (image_metrics would raise); with every held-out view skipped it scores training views, as a
+    preloaded split would; with nothing left the result says so."""
+    ds = default_dataset(resolution=8, eval_split=True, num_cameras=24, num_points=50)
+    empty = set()
+
+    def load_mask(i):
+        h, w = ds.cameras[i].height, ds.cameras[i].width
+        return np.zeros((h, w), bool) if i in empty else None
+
+    ds.load_mask = load_mask
+    render = lambda cam: np.full((cam.height, cam.width, 3), 0.5)   # noqa: E731
+    for count in (int(rng.integers(1, len(ds.test_indices))), len(ds.test_indices)):
+        empty = set(rng.choice(ds.test_indices, count, replace=False).tolist())
+        out = tmp_path / str(count)
+        result = evaluate_views(ds, render, str(out), 3)
+        names = [ds.cameras[i].name for i in sorted(empty)]
+        assert result["skipped"] == names and not set(names) & set(result["per_view"])
+        assert (f"{count} skipped: the mask of {', '.join(names)} leaves no pixel"
+                in result["line"])
+        if count < len(ds.test_indices):
+            assert result["split"] == "test" and result["views"] == len(ds.test_indices) - count
+        else:
+            assert result["split"] == "train" and result["views"] > 0
+            assert not (out / "test").exists()
+        json.dumps(result)
+    empty = set(range(len(ds.cameras)))          # nothing at all can be scored
+    result = evaluate_views(ds, render, str(tmp_path / "none"), 4)
+    assert result["views"] == 0 and result["mean"] == {} and result["per_view"] == {}
+    assert result["line"].startswith("eval @ 4: no view could be scored: the mask of ")
+    json.dumps(result)

@@ -272,3 +272,102 @@ def test_a_masked_run_scores_unmasked_pixels_and_says_so(tmp_path):
     assert "(2 masked views: unmasked pixels only)" in res.output
     metrics = json.loads((tmp_path / "r" / "metrics.json").read_text())["iteration_3"]
     assert "2 of 2 views masked" in metrics["protocol"]
+
+
+# ----------------------------------------------------------------- a mask that leaves no pixel
+
+def _empty_view_scene(root, rng, how, n=9):
+    """A COLMAP scene with masks where a random view's mask keeps no pixel at -r 4: all black, a
+    1-pixel line (kept at -r 1, under half of every 4x4 block at -r 4), or (``alpha``) an RGBA
+    photo with alpha 0 and no mask files. Returns the view's name."""
+    from test_datasets import make_colmap, save_png
+
+    k = int(rng.integers(n))
+    name = f"img_{k:02d}.png"
+    if how == "alpha":
+        make_colmap(root, rng, n_images=n)
+        rgba = rng.integers(0, 256, (30, 40, 4), dtype=np.uint8)
+        rgba[..., 3] = 0
+        save_png(root / "images" / name, rgba)
+        return name
+    _colmap_with_masks(root, rng, n=n)
+    m = np.zeros((30, 40), np.uint8)
+    if how == "line":
+        m[:, int(rng.integers(40))] = 255
+    save_png(root / "masks" / name, m)
+    return name
+
+
+@pytest.mark.parametrize("how", ["black", "line", "alpha"])
+def test_a_view_whose_mask_keeps_no_pixel_is_left_out_at_load(tmp_path, how):
+    from wgsl_splat.data.datasets import load_dataset
+
+    rng, seed = fresh_rng()
+    name = _empty_view_scene(tmp_path, rng, how)
+    d = load_dataset(tmp_path, resolution=4, eval_split=True)
+    k = [c.name for c in d.cameras].index(name)
+    split = (list(d.train_indices), list(d.test_indices))
+    assert d.test_indices == [0, 8] and k in d.train_indices + d.test_indices
+    d.preload()
+    assert k not in d.train_indices + d.test_indices, f"seed={seed}"
+    assert d.train_indices == [i for i in split[0] if i != k]
+    assert d.test_indices == [i for i in split[1] if i != k]
+    assert f"{name} left out of training and scoring: its mask leaves no pixel at -r 4" in d.notes
+    again = load_dataset(tmp_path, resolution=4, eval_split=True)   # a resumed run: the same split
+    again.preload()
+    assert (again.train_indices, again.test_indices) == (d.train_indices, d.test_indices)
+    if how == "line":   # at full resolution the line keeps its pixels: the view stays
+        full = load_dataset(tmp_path, eval_split=True)
+        full.preload()
+        assert sorted(full.train_indices + full.test_indices) == list(range(9))
+
+
+def test_no_training_view_left_by_the_masks_is_one_line(tmp_path):
+    from test_datasets import save_png
+
+    from wgsl_splat.data.datasets import DatasetError, load_dataset
+
+    rng, _ = fresh_rng()
+    _colmap_with_masks(tmp_path, rng, n=2)
+    for name in ("img_00.png", "img_01.png"):
+        save_png(tmp_path / "masks" / name, np.zeros((30, 40), np.uint8))
+    d = load_dataset(tmp_path)
+    with pytest.raises(DatasetError, match=r"^the mask of every training view leaves no pixel at "
+                                           r"-r 1 \(img_00.png, img_01.png\): nothing to train "
+                                           r"on") as e:
+        d.preload()
+    assert "\n" not in str(e.value)
+
+
+def test_a_run_with_empty_masks_ends_with_its_outputs_and_never_scores_them(tmp_path):
+    """An all-black mask on a training view and on a held-out view: the run trains, writes its
+    final PLY, checkpoint and metrics, and scores neither; ``eval`` (which does not preload)
+    skips the held-out one and says so."""
+    from click.testing import CliRunner
+    from test_datasets import save_png
+
+    from wgsl_splat.app.cli import main
+
+    rng, seed = fresh_rng()
+    scene, out = tmp_path / "scene", tmp_path / "r"
+    _colmap_with_masks(scene, rng, n=9)
+    held_out = f"img_{int(rng.choice([0, 8])):02d}.png"       # --eval holds out views 0 and 8
+    trained = f"img_{int(rng.integers(1, 8)):02d}.png"
+    for name in (held_out, trained):
+        save_png(scene / "masks" / name, np.zeros((30, 40), np.uint8))
+    res = CliRunner().invoke(main, ["train", str(scene), "--out", str(out), "--device", "cpu",
+                                    "--preset", "smoke", "--eval", "--iters", "3"])
+    assert res.exit_code == 0, f"seed={seed}: {res.output}"
+    assert "Training 6 views (1 held out)" in res.output
+    assert (out / "point_cloud" / "iteration_3" / "point_cloud.ply").is_file()
+    assert (out / "checkpoints" / "ckpt_000003.npz").is_file()
+    final = json.loads((out / "metrics.json").read_text())["iteration_3"]
+    assert final["views"] == 1 and held_out not in final["per_view"]
+    notes = json.loads((out / "cfg.json").read_text())["dataset_notes"]
+    assert any(n.startswith("2 views left out of training and scoring") for n in notes)
+    res = CliRunner().invoke(main, ["eval", str(out), "--device", "cpu"])
+    assert res.exit_code == 0 and "Traceback" not in res.output, f"seed={seed}: {res.output}"
+    again = json.loads((out / "metrics.json").read_text())["eval_iteration_3"]
+    assert again["views"] == 1 and again["skipped"] == [held_out]
+    assert f"1 skipped: the mask of {held_out} leaves no pixel" in again["line"]
+    assert again["mean"]["psnr"] == pytest.approx(final["mean"]["psnr"], abs=0.05)

@@ -36,7 +36,8 @@ Decisions (see also the docstrings below):
   COLMAP scene is a mask too (combined with a mask file when both exist); transforms.json and
   Blender scenes keep compositing alpha onto the background (the NeRF-synthetic convention: there
   the background is part of the picture). Masks go through the same undistortion and area
-  downscale as their images; a pixel counts when its processed mask value is ≥ 0.5.
+  downscale as their images; a pixel counts when its processed mask value is ≥ 0.5. A view whose
+  mask then keeps no pixel is left out of training and scoring by :meth:`Dataset.preload`.
 - transforms.json values are type-checked (a wrong type names the key and the frame or file:
   ``"is_fisheye": "false"`` is no flag), and two frames of one image file are refused, as
   COLMAP's two images of one name are.
@@ -229,16 +230,23 @@ class Dataset:
                 test_budget: int = TEST_RESIDENT_BYTES) -> None:
         """Decode (and cache, when processed) every image now, raising :class:`DatasetError` for
         the first bad one; keep the training images resident up to ``train_budget`` bytes and the
-        held-out ones up to ``test_budget``. ``progress(n)`` is told of each image done."""
+        held-out ones up to ``test_budget``. ``progress(n)`` is told of each image done.
+
+        A view whose mask leaves no pixel at this resolution is left out of the split (a note
+        names it): it would train nothing and could not be scored. The masks decide it, so a
+        resumed run gets the same split; none left to train on is a :class:`DatasetError`."""
         if self.memory_images is not None or self.preloaded:
             if progress is not None:
                 progress(len(self.cameras))
             return
         train = set(self.train_indices)
         used = {True: 0, False: 0}
+        empty = []
         for i in range(len(self.cameras)):
             pixels = self._pixels(i)
             mask = self._mask(i, pixels)
+            if mask is not None and not mask.any():
+                empty.append(i)
             nbytes = pixels.nbytes + (0 if mask is None else mask.nbytes)
             is_train = i in train
             if used[is_train] + nbytes <= (train_budget if is_train else test_budget):
@@ -247,7 +255,27 @@ class Dataset:
                 used[is_train] += nbytes
             if progress is not None:
                 progress(1)
+        self._leave_out(empty)
         self.preloaded = True
+
+    def _leave_out(self, empty: list[int]) -> None:
+        """Drop the views ``empty`` (masks that keep no pixel) from the split, with a note."""
+        if not empty:
+            return
+        gone = set(empty)
+        names = [self.cameras[i].name for i in empty]
+        where = f"at -r {self.resolution:g}"
+        train = [i for i in self.train_indices if i not in gone]
+        if not train:
+            raise DatasetError(f"the mask of every training view leaves no pixel {where} "
+                               f"({_listing(names)}): nothing to train on (black mask pixels and "
+                               f"alpha 0 are left out; check the masks, or use a smaller -r)")
+        self.train_indices = train
+        self.test_indices = [i for i in self.test_indices if i not in gone]
+        self.notes.append(f"{names[0]} left out of training and scoring: its mask leaves no pixel "
+                          f"{where}" if len(names) == 1 else
+                          f"{len(names)} views left out of training and scoring: their masks "
+                          f"leave no pixel {where}: {_listing(names)}")
 
     def _pixels(self, i: int) -> np.ndarray:
         """Camera ``i``'s pixels before compositing (RGB or RGBA): uint8 whenever 8 bits hold

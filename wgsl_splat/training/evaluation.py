@@ -15,7 +15,8 @@ LPIPS-VGG. The mean of each metric over the views is what 3DGS reports.
 are over the unmasked pixels only; SSIM is the mean of the SSIM map over the unmasked pixels, the
 map computed on both images with their masked pixels set to zero (as the training loss sees them:
 a window that straddles the mask's edge compares zeros with zeros there); LPIPS (a network over the
-whole image) sees the same zeroed images. The saved renders are not masked.
+whole image) sees the same zeroed images. The saved renders are not masked. A view whose mask
+leaves no pixel has nothing to score: :func:`evaluate_views` skips it and says so.
 
 LPIPS is expensive on a CPU (a VGG-16 per view), so the trainer asks for it only at the final
 evaluation and the ``eval`` command always does; when it cannot be computed the result carries a
@@ -130,34 +131,49 @@ def evaluate_views(dataset, render_fn, out_dir: str, iteration: int, *,
     a time (never all images resident); the 8-bit renders are saved under
     ``out_dir/<split>/iteration_K/`` with the view's file name.
 
-    Returns ``dict(split, views, mean, per_view, lpips_note, protocol, seconds, line)``; ``mean``
-    and each ``per_view`` entry hold ``psnr``, ``ssim``, ``l1`` and, when an available ``lpips``
-    scorer is given, ``lpips``.
+    A view whose mask leaves no pixel is skipped and named in ``skipped``, the line and the
+    protocol (a preloaded dataset has left it out already; ``eval`` does not preload); when that
+    skips every held-out view the training views are scored, as a preloaded split would. When no
+    view can be scored, ``views`` is 0, ``mean`` empty and the line says why.
+
+    Returns ``dict(split, views, mean, per_view, skipped, lpips_note, protocol, seconds, line)``;
+    ``mean`` and each ``per_view`` entry hold ``psnr``, ``ssim``, ``l1`` and, when an available
+    ``lpips`` scorer is given, ``lpips``.
     """
     t0 = time.perf_counter()
     held_out = held_out_views(dataset)
-    split = "test" if held_out else "train"
-    views = held_out or dataset.train_indices[:: max(1, len(dataset.train_indices) // 5)][:5]
-    out = os.path.join(out_dir, split, f"iteration_{iteration}")
-    make_dirs(out)   # recorded: the run folder removes only what it wrote
+    candidates = [("test", held_out)] if held_out else []
+    candidates.append(("train", dataset.train_indices[:: max(1, len(dataset.train_indices) // 5)][:5]))
     scorer = lpips if lpips is not None and lpips.available else None
-    per_view, masked = {}, 0
-    for i in views:
-        cam = dataset.cameras[i]
-        gt = dataset.load_image(i)
-        mask = dataset.load_mask(i) if hasattr(dataset, "load_mask") else None
-        masked += mask is not None
-        img = render_fn(cam)
-        name = cam.name or f"view_{i:03d}"
-        per_view[name] = image_metrics(img, gt, mask)
-        if scorer is not None:
-            per_view[name]["lpips"] = scorer(img, gt, mask)
-        save_png(os.path.join(out, safe_file_stem(name, f"view_{i:03d}") + ".png"), img)
+    per_view, masked, skipped = {}, 0, []
+    for split, views in candidates:
+        out = os.path.join(out_dir, split, f"iteration_{iteration}")
+        for i in views:
+            cam = dataset.cameras[i]
+            name = cam.name or f"view_{i:03d}"
+            mask = dataset.load_mask(i) if hasattr(dataset, "load_mask") else None
+            if mask is not None and not mask.any():
+                skipped.append(name)
+                continue
+            gt = dataset.load_image(i)
+            masked += mask is not None
+            img = render_fn(cam)
+            per_view[name] = image_metrics(img, gt, mask)
+            if scorer is not None:
+                per_view[name]["lpips"] = scorer(img, gt, mask)
+            make_dirs(out)   # recorded: the run folder removes only what it wrote
+            save_png(os.path.join(out, safe_file_stem(name, f"view_{i:03d}") + ".png"), img)
+        if per_view:
+            break
     keys = METRICS + (("lpips",) if scorer is not None else ())
-    mean = {k: float(np.mean([v[k] for v in per_view.values()])) for k in keys}
-    line = (f"eval @ {iteration} on {len(views)} {split} views: PSNR {mean['psnr']:.2f} dB, "
-            f"SSIM {mean['ssim']:.4f}, L1 {mean['l1']:.4f}"
-            + (f", LPIPS {mean['lpips']:.4f}" if "lpips" in mean else ""))
+    mean = {k: float(np.mean([v[k] for v in per_view.values()])) for k in keys} if per_view else {}
+    gone = f"the mask of {_names(skipped)} leaves no pixel" if skipped else ""
+    if not per_view:
+        line = f"eval @ {iteration}: no view could be scored" + (f": {gone}" if gone else "")
+    else:
+        line = (f"eval @ {iteration} on {len(per_view)} {split} views: PSNR {mean['psnr']:.2f} dB, "
+                f"SSIM {mean['ssim']:.4f}, L1 {mean['l1']:.4f}"
+                + (f", LPIPS {mean['lpips']:.4f}" if "lpips" in mean else ""))
     note = None
     if lpips is None:
         note = "LPIPS is computed at the final evaluation and by the eval command"
@@ -165,8 +181,16 @@ def evaluate_views(dataset, render_fn, out_dir: str, iteration: int, *,
         note = lpips.note
     protocol = "8-bit quantised render and ground truth (as 3DGS's saved PNGs)"
     if masked:
-        protocol += f"; {masked} of {len(views)} views masked: scored on their unmasked pixels"
+        protocol += f"; {masked} of {len(per_view)} views masked: scored on their unmasked pixels"
         line += f" ({masked} masked views: unmasked pixels only)"
-    return dict(split=split, views=len(views), mean=mean, per_view=per_view, lpips_note=note,
-                protocol=protocol,
-                seconds=time.perf_counter() - t0, line=line)
+    if skipped:
+        protocol += f"; {len(skipped)} views skipped: {gone}"
+        if per_view:
+            line += f" ({len(skipped)} skipped: {gone})"
+    return dict(split=split, views=len(per_view), mean=mean, per_view=per_view, skipped=skipped,
+                lpips_note=note, protocol=protocol, seconds=time.perf_counter() - t0, line=line)
+
+
+def _names(names: list[str], limit: int = 5) -> str:
+    more = f", … ({len(names) - limit} more)" if len(names) > limit else ""
+    return ", ".join(names[:limit]) + more
