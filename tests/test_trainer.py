@@ -332,3 +332,34 @@ def test_a_densification_step_at_the_end_leaves_one_final_state(tmp_path):
         np.testing.assert_array_equal(x, arrays.model.arrays()[name], err_msg=name)
     assert "step 16: densify" not in (tmp_path / "train.log").read_text()
     assert "step 12: densify" in (tmp_path / "train.log").read_text()
+
+
+def test_a_failing_final_evaluation_leaves_the_final_ply_and_checkpoint(tmp_path, monkeypatch):
+    """The last step writes its PLY and checkpoint before the final evaluation, so an evaluation
+    that raises costs the run nothing but its metrics; resuming the complete run evaluates it."""
+    iters = int(np.random.default_rng().integers(5, 10))
+    cfg = tiny_config(iters)
+    cfg.eval_at = (4, iters)        # an intermediate evaluation still runs where it did
+    real = Trainer.evaluate
+
+    def evaluate(self, iteration):
+        if iteration == iters:
+            raise RuntimeError("evaluation broke")
+        return real(self, iteration)
+
+    monkeypatch.setattr(Trainer, "evaluate", evaluate)
+    with pytest.raises(RuntimeError, match="evaluation broke"):
+        run(tmp_path, cfg)
+    ply = tmp_path / "point_cloud" / f"iteration_{iters}" / "point_cloud.ply"
+    ckpt = tmp_path / "checkpoints" / f"ckpt_{iters:06d}.npz"
+    assert ply.is_file() and ckpt.is_file(), f"iters={iters}"
+    _, arrays = Trainer.load_checkpoint(str(ckpt))
+    assert len(load_ply(ply)) == len(arrays.model)
+    metrics = json.loads((tmp_path / "metrics.json").read_text())
+    assert list(metrics) == ["iteration_4"]
+    assert "the final evaluation failed" in (tmp_path / "train.log").read_text()
+    monkeypatch.setattr(Trainer, "evaluate", real)
+    _, summary, _ = run(tmp_path, cfg, resume="latest")
+    assert summary["iterations"] == iters
+    metrics = json.loads((tmp_path / "metrics.json").read_text())
+    assert f"iteration_{iters}" in metrics and metrics[f"iteration_{iters}"]["views"] == 2

@@ -656,10 +656,11 @@ class Trainer:
     def write_outputs(self, s: "Session") -> None:
         """Evaluation and the PLY of iteration ``s.it`` when due, before this step's densification
         and opacity reset, as 3DGS does: a reset step would otherwise be judged on near-transparent
-        Gaussians."""
+        Gaussians. The last step's evaluation waits for :meth:`end`, after the final PLY and
+        checkpoint, so that no evaluation failure costs the run its outputs."""
         cfg, it = self.cfg, s.it
         t = time.perf_counter()
-        if self.primary and (it in cfg.eval_at or it == cfg.iters):
+        if self.primary and it in cfg.eval_at and it < cfg.iters:
             self.evaluate(it)
         if self.primary and (it in cfg.save_at or it == cfg.iters):
             s.ply_path, s.saved["ply"] = self.save_ply(it), it
@@ -714,9 +715,21 @@ class Trainer:
         self.timing.add("eval+io", time.perf_counter() - t)
 
     def end(self, s: "Session") -> dict:
-        """An interrupted session's checkpoint and PLY (once), the time split, the summary and the
-        ``done:`` line."""
+        """The final evaluation (after the final PLY and checkpoint are on disk; also when a
+        resumed complete run lacks it), an interrupted session's checkpoint and PLY (once), the
+        time split, the summary and the ``done:`` line."""
         cfg, it = self.cfg, s.it
+        if self.primary and it == cfg.iters and (it > s.start
+                                                 or f"iteration_{it}" not in self.metrics):
+            t = time.perf_counter()
+            try:
+                self.evaluate(it)
+            except Exception:
+                self.log(f"the final evaluation failed; the final model "
+                         f"{s.ply_path or 'point_cloud/iteration_' + str(it)} and checkpoint "
+                         f"{s.last_good} are written: score them with the eval command")
+                raise
+            self.timing.add("eval+io", time.perf_counter() - t)
         interrupted = s.stop_signal is not None and it < cfg.iters
         if interrupted and self.primary:
             if s.saved["checkpoint"] != it:
