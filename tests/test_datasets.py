@@ -183,13 +183,34 @@ def test_mouse_eval_split_and_mixed_size_images(mouse_dir):
         assert img.dtype == np.float32 and 0 <= img.min() and img.max() <= 1 and img.std() > 0.01
 
 
-def test_read_only_data_folder_falls_back_to_user_cache(private_user_cache, mouse_dir):
-    d = load_dataset(mouse_dir, resolution=4)
-    d.load_image(0)
-    assert d.stats["cache_writes"] == 1
-    assert private_user_cache in d.cache_dir.parents
-    assert len(list(d.cache_dir.glob("*.png"))) == 1
-    assert not (mouse_dir / ".wgsl_splat_cache").exists()
+def test_read_only_data_folder_falls_back_to_user_cache(tmp_path, private_user_cache, mouse_dir,
+                                                         rng):
+    """A read-only scene folder (as the shared data is meant to be) caches into the user cache.
+    The test makes its own read-only copy: a downloaded data folder is writable, and earlier
+    tests cache into it. Mode bits, not a failed write, mark it read-only, so this holds as root
+    too (root may write anywhere; the loader still leaves an r-x folder alone)."""
+    import shutil
+
+    scene = tmp_path / "mouse"
+    for part in ("images", "sparse"):
+        shutil.copytree(mouse_dir / part, scene / part)
+    folders = [scene, *(p for p in scene.rglob("*") if p.is_dir())]
+    for folder in folders:
+        folder.chmod(0o555)
+    try:
+        d = load_dataset(scene, resolution=4)
+        i = int(rng.integers(len(d.cameras)))
+        d.load_image(i)
+        assert d.stats["cache_writes"] == 1
+        assert private_user_cache in d.cache_dir.parents
+        assert len(list(d.cache_dir.glob("*.png"))) == 1
+        assert not (scene / ".wgsl_splat_cache").exists()
+        again = load_dataset(scene, resolution=4)
+        again.load_image(i)
+        assert again.stats == {"decoded": 0, "cache_hits": 1, "cache_writes": 0}
+    finally:
+        for folder in folders:
+            folder.chmod(stat.S_IRWXU)
 
 
 def test_fox_r4_undistorted_cameras_look_at_common_point(tmp_path, fox_dir):
