@@ -462,11 +462,14 @@ def _train_in(out_dir, cfg, run_info, data, resolution, eval_split, device, adap
     if cfg.batch_size < replicas:
         raise UserError(f"--batch-size {cfg.batch_size} is smaller than the {replicas} devices "
                         f"training it: each device needs at least one view per step")
+    known = len(dataset.notes)
     with click.progressbar(length=len(dataset.cameras), label="decoding images") as bar:
         try:   # every image before step 1: a bad one is an error now, not hours into the run
             dataset.preload(progress=bar.update)
         except DatasetError as exc:
             raise UserError(str(exc)) from None
+    for note in dataset.notes[known:]:   # what decoding found (a mask that keeps no pixel)
+        click.echo(f"note: {note}")
     held_out = len(held_out_views(dataset))
     click.echo(f"Training {len(dataset.train_indices)} views ({held_out} held out) "
                f"for {cfg.iters} steps ({cfg.render_mode}) on {path_name} -> {out_dir}")

@@ -550,7 +550,8 @@ class Trainer:
         Each step: :meth:`train_step` → :meth:`read_losses` → :meth:`write_outputs` (evaluation
         and PLY before densification, as 3DGS) → :meth:`refine` (the strategy) →
         :meth:`report` → :meth:`save_state` (the checkpoint holds the refined state, so a resume
-        continues exactly); then :meth:`end`."""
+        continues exactly); then :meth:`end`, which evaluates the last step once its PLY and
+        checkpoint are written."""
         s = self.begin(resume)
         with self._stop_signals(s, earlier_signal):
             for it in range(s.start + 1, self.cfg.iters + 1):
