@@ -49,6 +49,39 @@ def test_no_matching_adapter_fails_for_gpu_and_falls_back_for_auto(caplog):
     assert lines and "falling back" in lines[0] and "NumPy" in lines[0]
 
 
+@pytest.mark.parametrize("name, text", [("WGSL_SPLAT_MAX_BINDING", "nan"),
+                                        ("WGSL_SPLAT_MAX_BINDING", "garbage"),
+                                        ("WGSL_SPLAT_DEVICE_MEMORY", "inf"),
+                                        ("WGSL_SPLAT_DEVICE_MEMORY", "-1"),
+                                        ("WGSL_SPLAT_DEVICE_MEMORY", "1K")])
+def test_a_bad_setting_is_an_error_on_every_path_not_a_fall_back(monkeypatch, name, text):
+    """Read before an adapter is looked for: the same one line with or without an adapter; auto
+    does not fall back to the NumPy path over it (nan and inf were a traceback)."""
+    monkeypatch.setenv(name, text)
+    for kind in ("auto", "gpu"):
+        with pytest.raises(runtime.EnvSettingError) as exc:
+            select_device(kind)
+        assert str(exc.value).startswith(f"{name}={text!r} ") and "\n" not in str(exc.value)
+    assert select_device("cpu") is None       # the NumPy path reads neither
+
+
+def test_a_binding_limit_set_by_the_environment_is_recorded(gpu_ctx, small_ctx):
+    from wgsl_splat.app.common import image_limit
+
+    assert small_ctx.binding_setting == "WGSL_SPLAT_MAX_BINDING=65536"
+    assert gpu_ctx.binding_setting is None
+    assert image_limit(small_ctx)[2] == ("this adapter binds at most 64 KiB per buffer "
+                                         "(WGSL_SPLAT_MAX_BINDING=65536), 12 bytes a pixel")
+
+
+def test_a_memory_budget_set_by_the_environment_is_named(gpu_ctx, monkeypatch):
+    monkeypatch.setenv("WGSL_SPLAT_DEVICE_MEMORY", "512K")
+    assert gpu_ctx.memory_bytes == 512 << 10
+    assert gpu_ctx.memory_setting == "WGSL_SPLAT_DEVICE_MEMORY=512K"
+    monkeypatch.delenv("WGSL_SPLAT_DEVICE_MEMORY")
+    assert gpu_ctx.memory_setting is None
+
+
 def test_adapter_filter_matches(gpu_ctx):
     ctx = select_device("gpu", adapter_filter=gpu_ctx.name.split()[0].upper())
     assert ctx.name == gpu_ctx.name

@@ -24,6 +24,9 @@ memory the trainer may fill (:attr:`GpuContext.memory_bytes`); WebGPU does not t
 memory, so without it a CPU adapter (lavapipe: the device memory is the host's) is given half of
 the host's physical memory and a GPU no budget: there growth asks the driver instead, by
 allocating what the grown step needs before a row operation starts (``GpuTrainStep.room_for``).
+Both are declared, parsed and bounded in :mod:`wgsl_splat.env` (at least 64 KiB each); a value it
+refuses is an :class:`EnvSettingError` on every path (never a fall-back to the NumPy path), and a
+message that cites a limit the variable set names it (:attr:`GpuContext.binding_setting`).
 
 **DX12 shader compiler.** On Windows, wgpu-py compiles HLSL with FXC unless told otherwise; when a
 ``dxcompiler.dll`` (1.8.2502 or newer) is named by ``WGSL_SPLAT_DXC`` or lies in wgpu-py's
@@ -46,6 +49,8 @@ import threading
 from dataclasses import dataclass, field
 from typing import Callable, Iterator
 
+from .. import env
+
 log = logging.getLogger("wgsl_splat.gpu")
 
 OPTIONAL_FEATURES = ("shader-float32-atomic", "subgroup", "timestamp-query", "shader-f16")
@@ -64,29 +69,42 @@ class ProfileError(GpuError):
     """``WGSL_SPLAT_DEVICE_PROFILE`` names no profile, or one this adapter cannot emulate."""
 
 
-PROFILE_ENV = "WGSL_SPLAT_DEVICE_PROFILE"
-BINDING_ENV = "WGSL_SPLAT_MAX_BINDING"
-MEMORY_ENV = "WGSL_SPLAT_DEVICE_MEMORY"
-_SUFFIX = {"": 1, "K": 1 << 10, "M": 1 << 20, "G": 1 << 30, "T": 1 << 40}
+class EnvSettingError(GpuError):
+    """A variable of the GPU path (``WGSL_SPLAT_MAX_BINDING``, ``WGSL_SPLAT_DEVICE_MEMORY``) holds
+    a value :mod:`wgsl_splat.env` refuses: one line naming it, its value and what it takes."""
 
 
-def parse_bytes(text: str, what: str) -> int:
-    """``1048576``, ``256K``, ``1.5G`` (binary units) as bytes; a one-line GpuError otherwise."""
-    t = str(text).strip().upper().removesuffix("B").removesuffix("I")
-    unit = t[-1:] if t[-1:] in _SUFFIX and not t[-1:].isdigit() else ""
+PROFILE_ENV = env.DEVICE_PROFILE.name
+BINDING_ENV = env.MAX_BINDING.name
+MEMORY_ENV = env.DEVICE_MEMORY.name
+_BINDING_LIMIT = "max-storage-buffer-binding-size"
+
+
+def _read(var: env.EnvVar):
     try:
-        value = float(t[:len(t) - len(unit)]) * _SUFFIX[unit]
-    except ValueError:
-        value = -1
-    if value <= 0:
-        raise GpuError(f"{what}={text!r} is not a size in bytes (e.g. 262144, 256K, 6G)")
-    return int(value)
+        return var.read()
+    except env.EnvError as exc:
+        raise EnvSettingError(str(exc)) from None
 
 
 def binding_override() -> int | None:
-    """``$WGSL_SPLAT_MAX_BINDING`` in bytes (None when unset)."""
-    text = os.environ.get(BINDING_ENV, "").strip()
-    return parse_bytes(text, BINDING_ENV) if text else None
+    """``$WGSL_SPLAT_MAX_BINDING`` in bytes (None when unset), rounded down to 256 bytes."""
+    forced = _read(env.MAX_BINDING)
+    return None if forced is None else forced - forced % 256
+
+
+def memory_override() -> int | None:
+    """``$WGSL_SPLAT_DEVICE_MEMORY`` in bytes (None when unset)."""
+    return _read(env.DEVICE_MEMORY)
+
+
+def check_settings() -> DeviceProfile | None:
+    """Read every variable of the GPU path (one-line errors: :class:`ProfileError`,
+    :class:`EnvSettingError`) before an adapter is looked for, so that a bad value is an error
+    on every path and on every machine; returns the device profile."""
+    binding_override()
+    memory_override()
+    return device_profile()
 
 #: WebGPU's default limits (the WebGPU spec, "Limits"): what every WebGPU implementation offers.
 WEBGPU_LIMITS = {
@@ -160,15 +178,12 @@ PROFILE_NAMES = ("full",) + tuple(PROFILES)
 def device_profile(name: str | None = None) -> DeviceProfile | None:
     """The profile ``name`` (default: ``$WGSL_SPLAT_DEVICE_PROFILE``); None for ``full``/unset.
     A :class:`ProfileError` (one line) for a name that does not exist."""
-    if name is None:
-        name = os.environ.get(PROFILE_ENV, "")
-    key = name.strip().lower()
-    if key in ("", "full"):
-        return None
-    if key not in PROFILES:
-        raise ProfileError(f"{PROFILE_ENV}={name!r} is not a device profile; choose one of "
-                           f"{', '.join(PROFILE_NAMES)}")
-    return PROFILES[key]
+    try:
+        key = env.DEVICE_PROFILE.read() if name is None else (
+            env.DEVICE_PROFILE.parse(name) if name.strip() else None)
+    except env.EnvError as exc:
+        raise ProfileError(str(exc)) from None
+    return None if key in (None, "full") else PROFILES[key]
 
 
 def _stricter(limit: str, a: int, b: int) -> int:
@@ -199,11 +214,9 @@ def profile_request(profile: DeviceProfile | None, adapter_features, adapter_lim
 
 
 def _with_binding_override(limits: dict) -> dict:
-    forced = binding_override()
-    key = "max-storage-buffer-binding-size"
-    if forced is not None and key in limits:
-        # at least 64 KiB (a few pages of the smallest state), a multiple of 256
-        limits[key] = min(int(limits[key]), max(forced - forced % 256, 1 << 16))
+    forced = binding_override()     # at least 64 KiB (env.MAX_BINDING), a multiple of 256
+    if forced is not None and _BINDING_LIMIT in limits:
+        limits[_BINDING_LIMIT] = min(int(limits[_BINDING_LIMIT]), forced)
     return limits
 
 
@@ -242,9 +255,9 @@ def dxc_path(wgpu_module=None) -> str | None:
     """The ``dxcompiler.dll`` wgpu's DX12 backend should load, or None (FXC): ``WGSL_SPLAT_DXC``
     when set (an empty value keeps FXC), else one in wgpu-py's resources folder (where wgpu-py's
     ``tools/download_dxc.py`` puts it)."""
-    env = os.environ.get("WGSL_SPLAT_DXC")
-    if env is not None:
-        return env or None
+    path = env.DXC.read()
+    if path is not None:
+        return path or None
     if wgpu_module is None:
         return None
     candidate = os.path.join(os.path.dirname(wgpu_module.__file__), "resources", "dxcompiler.dll")
@@ -337,6 +350,9 @@ class GpuContext:
     limits: dict
     info: dict
     profile: DeviceProfile | None = None
+    #: ``WGSL_SPLAT_MAX_BINDING=…`` when that variable set the binding limit at creation (None:
+    #: the adapter's or the profile's limit): messages citing the limit name it
+    binding_setting: str | None = None
     _pending_errors: list = field(default_factory=list, repr=False)
     _lost_message: str | None = field(default=None, repr=False)
 
@@ -372,13 +388,18 @@ class GpuContext:
     def memory_bytes(self) -> int | None:
         """The device memory the trainer may fill, or None where nothing says (see the module
         docstring: ``$WGSL_SPLAT_DEVICE_MEMORY``, half of the host's memory on a CPU adapter)."""
-        text = os.environ.get(MEMORY_ENV, "").strip()
-        if text:
-            return parse_bytes(text, MEMORY_ENV)
+        forced = memory_override()
+        if forced is not None:
+            return forced
         if self.adapter_type == "CPU":
             host = host_memory_bytes()
             return host // 2 if host else None
         return None
+
+    @property
+    def memory_setting(self) -> str | None:
+        """``WGSL_SPLAT_DEVICE_MEMORY=…`` when that variable sets :attr:`memory_bytes`."""
+        return env.DEVICE_MEMORY.setting() if memory_override() is not None else None
 
     def can_allocate(self, nbytes: int) -> bool:
         """Whether the device can allocate ``nbytes`` more now: made in buffers of at most the
@@ -516,16 +537,21 @@ def create_context(adapter, *, features: tuple[str, ...] | None = None,
     limits. ``features`` restricts the optional features further (tests)."""
     if profile is None or isinstance(profile, str):
         profile = device_profile(profile)
+    memory_override()      # a bad value is refused here too (open_devices), not at first use
     wanted = OPTIONAL_FEATURES if features is None else features
     req_features, req_limits = profile_request(profile, adapter.features, dict(adapter.limits),
                                                tuple(wanted), adapter_summary(adapter))
+    forced = binding_override()
+    binding_setting = (env.MAX_BINDING.setting() if forced is not None
+                       and req_limits.get(_BINDING_LIMIT) == forced else None)
     try:
         device = adapter.request_device_sync(label="wgsl_splat", required_features=req_features,
                                              required_limits=req_limits)
     except Exception as exc:  # noqa: BLE001
         raise GpuError(f"could not open a device on {adapter_summary(adapter)}: {exc}") from exc
     ctx = GpuContext(adapter=adapter, device=device, features=frozenset(device.features),
-                     limits=dict(device.limits), info=dict(adapter.info), profile=profile)
+                     limits=dict(device.limits), info=dict(adapter.info), profile=profile,
+                     binding_setting=binding_setting)
     catcher = _install_catcher()
     with catcher.lock:
         catcher.contexts.append(ctx)
@@ -548,11 +574,11 @@ def select_device(kind: str = "auto", adapter_filter: str | None = None, *,
     if kind == "cpu":
         log.info("Using the NumPy CPU path (--device cpu)")
         return None
-    profile = device_profile()     # a bad name is an error on every path, never a fall-back
+    profile = check_settings()     # a bad value is an error on every path, never a fall-back
     try:
         adapter = _pick_adapter(adapter_filter, power_preference)
         ctx = create_context(adapter, features=features, profile=profile)
-    except ProfileError:
+    except (ProfileError, EnvSettingError):
         raise
     except GpuError as exc:
         if kind == "gpu":
