@@ -115,3 +115,18 @@ def test_growth_stops_at_the_binding_limit(gpu_ctx, monkeypatch):
     assert pool.size("b") == 1 << 20
     with pytest.raises(GpuOutOfMemoryError, match="needs 2 MiB; this adapter binds at most 1 MiB"):
         pool.get("b", 2 << 20)
+
+
+def test_a_binding_limit_set_by_the_environment_is_named_with_it(gpu_ctx, small_ctx):
+    """small_ctx's 64 KiB bindings come from WGSL_SPLAT_MAX_BINDING (conftest): the refusal says
+    so, in units that show it (it read "needs 0 MiB; binds at most 0 MiB")."""
+    from wgsl_splat.gpu.runtime import GpuOutOfMemoryError
+
+    with pytest.raises(GpuOutOfMemoryError) as exc:
+        BufferPool(small_ctx).get("b", 100_000)
+    assert str(exc.value) == ("buffer 'b' needs 97.7 KiB; this adapter binds at most 64 KiB "
+                              "(max-storage-buffer-binding-size, set by "
+                              "WGSL_SPLAT_MAX_BINDING=65536)")
+    with pytest.raises(GpuOutOfMemoryError) as exc:      # the adapter's own limit: no variable
+        BufferPool(gpu_ctx).get("b", gpu_ctx.max_binding_bytes + 1)
+    assert "WGSL_SPLAT_MAX_BINDING" not in str(exc.value)

@@ -173,16 +173,24 @@ def image_limit(ctx) -> tuple[int | None, int | None, str]:
     a pixel in one storage binding, at most 65 535 tiles a side); the NumPy path keeps it in host
     memory and is allowed half of it."""
     if ctx is not None:
+        from ..env import size_text
+
         tile = CLASSIC.tile_size
+        setting = getattr(ctx, "binding_setting", None)
         return (ctx.max_binding_bytes // 12, 65535 * tile,
-                f"this adapter binds at most {ctx.max_binding_bytes / 2**20:.0f} MiB per buffer, "
-                f"12 bytes a pixel")
+                f"this adapter binds at most {size_text(ctx.max_binding_bytes)} per buffer"
+                f"{f' ({setting})' if setting else ''}, 12 bytes a pixel")
     memory = host_memory_bytes()
     if memory is None:
         return None, None, ""
     return (memory // 2 // CPU_BYTES_PER_PIXEL, None,
             f"the NumPy renderer needs about {CPU_BYTES_PER_PIXEL} bytes a pixel and is allowed "
             f"half of this machine's {memory / 2**30:.0f} GiB")
+
+
+def _pixels_text(n: int, decimals: int) -> str:
+    """``12.5 megapixels``; below a megapixel, ``36864 pixels`` (a small binding limit's)."""
+    return f"{n / 1e6:.{decimals}f} megapixels" if n >= 1e6 else f"{n} pixels"
 
 
 def check_image_sizes(cameras, limit, path_name: str) -> None:
@@ -193,8 +201,8 @@ def check_image_sizes(cameras, limit, path_name: str) -> None:
         if (pixels is not None and w * h > pixels) or (side is not None and max(w, h) > side):
             name = f"camera {cam.name!r}" if cam.name else "a camera"
             bound = (f"at most {side} px a side" if side is not None and max(w, h) > side
-                     else f"at most {pixels / 1e6:.1f} megapixels")
-            raise UserError(f"{name}: its {w}x{h} image ({w * h / 1e6:.0f} megapixels) is beyond "
+                     else f"at most {_pixels_text(pixels, 1)}")
+            raise UserError(f"{name}: its {w}x{h} image ({_pixels_text(w * h, 0)}) is beyond "
                             f"what {path_name} renders: {bound} ({why})")
 
 

@@ -26,6 +26,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from ..env import size_text
 from .runtime import GpuContext, GpuOutOfMemoryError
 
 _ALIGN = 256
@@ -105,9 +106,10 @@ class BufferPool:
         if nbytes > limit:
             what, lim = (("makes buffers of at most", "max-buffer-size") if windowed else
                          ("binds at most", "max-storage-buffer-binding-size"))
+            setting = None if windowed else getattr(self.ctx, "binding_setting", None)
             raise GpuOutOfMemoryError(
-                f"buffer {name!r} needs {nbytes / 2**20:.0f} MiB; this adapter {what} "
-                f"{limit / 2**20:.0f} MiB ({lim})")
+                f"buffer {name!r} needs {size_text(nbytes)}; this adapter {what} "
+                f"{size_text(limit)} ({lim}{f', set by {setting}' if setting else ''})")
         size = _round_up(nbytes)
         if entry is not None:
             if not exact:
