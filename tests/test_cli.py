@@ -307,3 +307,9 @@ def test_a_strategys_flag_on_resume_is_checked_against_the_resumed_run(tmp_path,
     assert "is an option of --strategy" not in res.output
     res = CliRunner().invoke(main, resume + [flag, value])
     assert res.exit_code == 0 and "the run is complete: step 4 of 4" in res.output, res.output
+    other_strategy = {"mcmc": ["--budget", "5000"], "fast": ["--cap-max", "5000"]}[strategy]
+    res = CliRunner().invoke(main, resume + other_strategy)   # another strategy's flag
+    assert res.exit_code == 1 and "Traceback" not in res.output, res.output
+    assert (f"{other_strategy[0]} is an option of --strategy "
+            f"{'fast' if strategy == 'mcmc' else 'mcmc'}, and the run being resumed trains "
+            f"{strategy}") in res.output, res.output

@@ -266,9 +266,8 @@ def test_failed_write_keeps_existing_file(tmp_path, rng, monkeypatch):
 
     real_open_temp = atomic_io._open_temp
 
-    def failing_open_temp(p):
-        tmp, f = real_open_temp(p)
-        return tmp, DiskFull(f)
+    def failing_open_temp(tmp):
+        return DiskFull(real_open_temp(tmp))
 
     monkeypatch.setattr(atomic_io, "_open_temp", failing_open_temp)
     with pytest.raises(OSError, match="No space"):

@@ -387,8 +387,8 @@ def test_a_full_disk_is_one_line_naming_the_file_and_the_intact_checkpoint(tmp_p
         f = real_open_temp(tmp)
         return FullDisk(f) if os.path.basename(tmp).startswith(".ckpt_000004.npz.") else f
 
-    def configure(*args):
-        cfg = real_configure(*args)
+    def configure(*args, **kwargs):
+        cfg = real_configure(*args, **kwargs)
         cfg.checkpoint_every = 2
         return cfg
 

@@ -145,9 +145,10 @@ def atomic_open(path):
         if not (f is None and isinstance(exc, FileExistsError)):   # that name is not ours
             with contextlib.suppress(OSError):
                 os.unlink(tmp)
-        if isinstance(exc, OSError) and (f is None or exc.filename is None):
-            exc.filename = path   # a failed write (a full disk) says which file it was writing,
-        raise                     # not its temp file
+        if isinstance(exc, OSError) and exc.errno is not None \
+                and (f is None or exc.filename is None):
+            exc.filename = path   # a failed write (a full disk) names the file, not its temp file
+        raise
 
 
 def safe_file_stem(name: str, fallback: str) -> str:

@@ -188,7 +188,7 @@ def image_limit(ctx) -> tuple[int | None, int | None, str]:
             f"half of this machine's {memory / 2**30:.0f} GiB")
 
 
-def _pixels_text(n: int, decimals: int) -> str:
+def pixels_text(n: int, decimals: int) -> str:
     """``12.5 megapixels``; below a megapixel, ``36864 pixels`` (a small binding limit's)."""
     return f"{n / 1e6:.{decimals}f} megapixels" if n >= 1e6 else f"{n} pixels"
 
@@ -201,8 +201,8 @@ def check_image_sizes(cameras, limit, path_name: str) -> None:
         if (pixels is not None and w * h > pixels) or (side is not None and max(w, h) > side):
             name = f"camera {cam.name!r}" if cam.name else "a camera"
             bound = (f"at most {side} px a side" if side is not None and max(w, h) > side
-                     else f"at most {_pixels_text(pixels, 1)}")
-            raise UserError(f"{name}: its {w}x{h} image ({_pixels_text(w * h, 0)}) is beyond "
+                     else f"at most {pixels_text(pixels, 1)}")
+            raise UserError(f"{name}: its {w}x{h} image ({pixels_text(w * h, 0)}) is beyond "
                             f"what {path_name} renders: {bound} ({why})")
 
 

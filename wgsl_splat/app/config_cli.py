@@ -56,7 +56,7 @@ def _defaults_text(d: Declared) -> str:
     return "; ".join(parts)
 
 
-def _section_of(d: Declared) -> str | None:
+def section_of(d: Declared) -> str | None:
     """The strategy whose section declares ``d`` (None: not a strategy's)."""
     head = d.path.split(".", 1)[0]
     return head if head in TrainConfig().strategies else None
@@ -95,7 +95,7 @@ def add_config_flags(command):
     """Decorate a click command with every configuration flag (values None unless given)."""
     for cf in reversed(config_flags()):
         d, opt = cf.declared, cf.declared.option
-        section = _section_of(d)
+        section = section_of(d)
         help_text = (f"{section}: " if section else "") + opt.help
         if d.path == "strategy":
             from ..strategy import STRATEGIES
@@ -134,26 +134,17 @@ def flag_value(cf: ConfigFlag, raw):
     return raw
 
 
-def _resuming_command() -> bool:
-    """Whether the command being run was given ``--resume`` (False outside a click command)."""
-    ctx = click.get_current_context(silent=True)
-    return ctx is not None and ctx.params.get("resume") is not None
-
-
 def configure(preset: str, strategy: str | None, given: list[ConfigFlag], values: dict,
-              resuming: bool | None = None) -> TrainConfig:
+              resuming: bool = False) -> TrainConfig:
     """The run's configuration: the preset for the strategy, then the given flags (``--iters``
     first: it trims the evaluation steps that ``--eval-at`` may then set).
 
-    A flag of another strategy's section is refused, except when the run resumes (``resuming``;
-    None: whether the command was given ``--resume``): then the strategy is the checkpoint's, not
-    the default, and every given flag is compared with the resumed run's own value instead (which
-    refuses a disagreeing one, ``ResumeCheck`` in :mod:`.train`)."""
-    if resuming is None:
-        resuming = _resuming_command()
+    A flag of another strategy's section is refused, except when the run resumes (``resuming``):
+    then the strategy is the checkpoint's, not the default, and every given flag is compared with
+    the resumed run's own configuration instead (``ResumeCheck`` in :mod:`.train`)."""
     cfg = make_config(preset, strategy or "adc")
     for cf in sorted(given, key=lambda c: c.declared.path != "iters"):
-        section = _section_of(cf.declared)
+        section = section_of(cf.declared)
         if section is not None and section != cfg.strategy and not resuming:
             raise click.UsageError(f"{cf.declared.option.flag} is an option of --strategy "
                                    f"{section}, and this run trains {cfg.strategy}")

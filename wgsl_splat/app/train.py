@@ -15,7 +15,7 @@ from ..errors import UserError
 from ..options import PRESET_NAMES
 from ..render_config import CLASSIC, RenderConfig, render_config
 from .common import ADAPTER_OPTION, DEVICE_OPTION, gpu_context, load_training_data
-from .config_cli import add_config_flags, configure, flag_value, given_config_flags
+from .config_cli import add_config_flags, configure, flag_value, given_config_flags, section_of
 from .web_viewer import HOST_OPTION, PORT_OPTION
 
 # run-level flags a resumed run must agree with: parameter name -> (flag, run-info key)
@@ -73,7 +73,7 @@ SIGINT (Ctrl-C) and SIGTERM finish the current step, save a checkpoint and the P
 def train(ctx, data, out_dir, preset, eval_split, resolution, device, adapter_filter, resume,
           overwrite, preview, preview_web, host, port, exports, devices, distributed, **flags):
     given = given_config_flags(ctx)
-    cfg = configure(preset, flags.get("strategy"), given, flags)
+    cfg = configure(preset, flags.get("strategy"), given, flags, resuming=resume is not None)
     sources = (click.core.ParameterSource.COMMANDLINE, click.core.ParameterSource.ENVIRONMENT)
     given_run = {name for name in (*RUN_FLAGS, *RESUMED_PATH)
                  if ctx.get_parameter_source(name) in sources}
@@ -101,6 +101,11 @@ class ResumeCheck:
             if old_run.get(key) != new_run.get(key):
                 self._refuse(flag, new_run.get(key), old_run.get(key))
         for cf, raw in self.config_flags.items():
+            section = section_of(cf.declared)
+            if section is not None and section != old_cfg.strategy:
+                raise UserError(f"{cf.declared.option.flag.split('/')[0]} is an option of "
+                                f"--strategy {section}, and the run being resumed trains "
+                                f"{old_cfg.strategy}")
             new = flag_value(cf, raw)
             old = options.get_path(old_cfg, cf.declared.path)
             if old != new:

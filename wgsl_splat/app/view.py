@@ -18,6 +18,7 @@ from .common import (
     load_model_and_mode,
     load_training_data,
     parse_color,
+    pixels_text,
     render_mode_for,
     upload_to_gpu,
 )
@@ -108,7 +109,7 @@ def open_viewer(model_path, data, resolution, size, background, screenshot, fram
     pixels = ctx.max_binding_bytes // 12
     if w > side or h > side or w * h > pixels:
         raise UserError(f"--size {w}x{h} is beyond this adapter: at most {side} px a side and "
-                        f"{pixels / 1e6:.1f} megapixels")
+                        f"{pixels_text(pixels, 1)}")
     renderer = GpuRenderer(ctx, config=config)
     upload_to_gpu(renderer, model, "the viewer renders on the GPU; render views with "
                                    "'render --device cpu' instead", w * h)

@@ -323,8 +323,11 @@ def max_outside_pixels(width, height, fx, fy, cx, cy, dist: Distortion) -> float
 
 
 def user_cache_root() -> Path:
-    if os.environ.get("WGSL_SPLAT_CACHE"):
-        return Path(os.environ["WGSL_SPLAT_CACHE"])
+    from .. import env
+
+    chosen = env.CACHE.read()
+    if chosen:
+        return Path(chosen)
     if sys.platform == "darwin":
         base = Path.home() / "Library" / "Caches"
     elif os.name == "nt":

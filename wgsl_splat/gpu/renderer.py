@@ -33,6 +33,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..camera import Camera
+from ..env import size_text
 from ..model import GaussianModel, param_offsets, sh_degree_from_coeffs
 from ..render_config import CLASSIC, RenderConfig
 from .pages import (
@@ -95,25 +96,25 @@ def check_model_fits(ctx: GpuContext, n: int, sh_coeffs: int, other_bytes: tuple
     if n > cap:
         raise ModelTooLargeError(
             f"{n} Gaussians at SH degree {degree} do not fit this adapter, whose "
-            f"{ctx.max_binding_bytes / 2**20:.3g} MiB storage bindings reach at most {cap} "
+            f"{size_text(ctx.max_binding_bytes)} storage bindings"
+            f"{_set_by(getattr(ctx, 'binding_setting', None))} reach at most {cap} "
             f"(at SH degree 0: {max_gaussians(ctx, 1, other_bytes)})")
     budget = ctx.memory_bytes
     need = render_bytes(n, sh_coeffs, pixels)
     if budget is not None and need > budget:
         raise ModelTooLargeError(
             f"{n} Gaussians at SH degree {degree} need {size_text(need)} of device memory to "
-            f"render; this adapter has {size_text(budget)} (WGSL_SPLAT_DEVICE_MEMORY)")
+            f"render; this adapter has {size_text(budget)}"
+            f"{_set_by(getattr(ctx, 'memory_setting', None))}")
     if budget is None and probe and not ctx.can_allocate(need):
         raise ModelTooLargeError(
             f"{n} Gaussians at SH degree {degree} need {size_text(need)} of device memory to "
             f"render; this GPU could not allocate that much")
 
 
-def size_text(nbytes: int) -> str:
-    """``0.5 MiB``, ``118 MiB``, ``2.31 GiB``."""
-    if nbytes >= 1 << 30:
-        return f"{nbytes / 2**30:.3g} GiB"
-    return f"{nbytes / 2**20:.3g} MiB"
+def _set_by(setting: str | None) -> str:
+    """`` (WGSL_SPLAT_…=value)`` for a limit an environment variable set, else nothing."""
+    return f" ({setting})" if setting else ""
 
 
 class GpuRenderer:

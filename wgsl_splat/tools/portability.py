@@ -53,7 +53,6 @@ HERE = Path(__file__).resolve().parent
 NPM_PACKAGES = tuple((HERE / "portability_npm.txt").read_text().split())
 NODE_SCRIPT = HERE / "portability_check.mjs"
 HLSLC_SOURCE = HERE / "hlslc.c"
-TOOLS_ENV = "WGSL_SPLAT_PORTABILITY_TOOLS"
 
 
 # -- variants -------------------------------------------------------------------------------------
@@ -452,9 +451,11 @@ class Tools:
 
 
 def tools_root() -> Path:
-    env = os.environ.get(TOOLS_ENV)
-    if env:
-        return Path(env)
+    from .. import env
+
+    chosen = env.PORTABILITY_TOOLS.read()
+    if chosen:
+        return Path(chosen)
     return HERE.parents[1] / ".portability"
 
 
