@@ -18,7 +18,11 @@ import shutil
 from pathlib import Path
 
 import numpy as np
-from masks_ghost import picture, report, train   # benchmarks/ is the script's folder, on sys.path
+from masks_ghost import (  # benchmarks/ is the script's folder, on sys.path
+    picture,
+    report,
+    train,
+)
 from PIL import Image
 
 

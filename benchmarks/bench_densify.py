@@ -18,12 +18,12 @@ import time
 
 import numpy as np
 
+from wgsl_splat.contract.optim import OptimConfig
+from wgsl_splat.contract.state import ADC_STATS, ADCRound, HostArrays
 from wgsl_splat.gpu.runtime import select_device
 from wgsl_splat.gpu.step import GpuTrainStep
 from wgsl_splat.model import GaussianModel
-from wgsl_splat.training.optim import OptimConfig
 from wgsl_splat.reference import rows
-from wgsl_splat.training.state import ADC_STATS, ADCRound, HostArrays
 
 
 def make_arrays(n: int, rng, stats=ADC_STATS) -> HostArrays:

@@ -25,13 +25,13 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from wgsl_splat.contract.optim import AdamState, OptimConfig, adam_step  # noqa: E402
 from wgsl_splat.gpu.adam import GpuAdam, ParamLayout  # noqa: E402
 from wgsl_splat.gpu.loss import GpuLoss  # noqa: E402
 from wgsl_splat.gpu.pool import BufferPool  # noqa: E402
 from wgsl_splat.gpu.runtime import select_device  # noqa: E402
 from wgsl_splat.gpu.shaders import ShaderLibrary  # noqa: E402
 from wgsl_splat.model import GaussianModel, num_sh_coeffs  # noqa: E402
-from wgsl_splat.training.optim import AdamState, OptimConfig, adam_step  # noqa: E402
 from wgsl_splat.reference.loss import loss_and_grad  # noqa: E402
 
 

@@ -18,13 +18,13 @@ import json
 import statistics
 import time
 
-from wgsl_splat.tools.bench import make_scene, machine_info
+from wgsl_splat.contract.optim import OptimConfig
+from wgsl_splat.contract.state import ADC_STATS, HostArrays
+from wgsl_splat.contract.step import View
 from wgsl_splat.gpu.runtime import device_indices, open_devices
 from wgsl_splat.gpu.step import GpuTrainStep
-from wgsl_splat.training.optim import OptimConfig
+from wgsl_splat.tools.bench import machine_info, make_scene
 from wgsl_splat.training.parallel import ReplicatedStep
-from wgsl_splat.training.state import ADC_STATS, HostArrays
-from wgsl_splat.training.step import View
 
 
 def timed(step, views, steps: int) -> list[float]:

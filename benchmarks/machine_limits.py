@@ -18,8 +18,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from wgsl_splat.tools.bench import machine_info  # noqa: E402
 from wgsl_splat.gpu.runtime import select_device  # noqa: E402
+from wgsl_splat.tools.bench import machine_info  # noqa: E402
 from wgsl_splat.tools.roofline import measure_limits  # noqa: E402
 
 

@@ -27,7 +27,7 @@ import numpy as np
 
 
 def rotation(axis: np.ndarray, deg: float) -> np.ndarray:
-    from wgsl_splat.training.pose import so3_exp
+    from wgsl_splat.contract.pose import so3_exp
 
     return so3_exp(axis / np.linalg.norm(axis) * np.radians(deg))
 
@@ -57,7 +57,7 @@ def pose_errors(truth, cameras, indices, deltas=None, align=False) -> tuple[floa
     (corrected by ``deltas[i]``) against ``truth[i]`` over ``indices``. ``align``: after the
     rigid motion that best maps the corrected centres onto the true ones (Kabsch), which the
     training photos cannot tell apart from a motion of the model."""
-    from wgsl_splat.training.pose import refined_w2c, rotation_angle_deg
+    from wgsl_splat.contract.pose import refined_w2c, rotation_angle_deg
 
     ws = [cameras[i].world_to_camera if deltas is None else
           refined_w2c(cameras[i].world_to_camera, deltas[i]) for i in indices]

@@ -39,11 +39,11 @@ def double(src: str, dst: str) -> None:
 
 
 def train(src: str, steps: int, dst: str) -> None:
+    from wgsl_splat.contract.optim import OptimConfig
+    from wgsl_splat.contract.state import HostArrays
     from wgsl_splat.data.default_scene import default_dataset, scene_extent
     from wgsl_splat.gpu.runtime import select_device
     from wgsl_splat.gpu.step import GpuTrainStep
-    from wgsl_splat.training.optim import OptimConfig
-    from wgsl_splat.training.state import HostArrays
 
     ds = default_dataset(eval_split=True)
     model = load_ply(src)

@@ -44,10 +44,10 @@ def worker(args) -> None:
             return load(name, *a, **kw)
 
         shaders.load_source = patched
+    from wgsl_splat.contract.optim import OptimConfig
     from wgsl_splat.data.datasets import load_dataset
     from wgsl_splat.gpu.runtime import select_device
     from wgsl_splat.gpu.step import GpuTrainStep
-    from wgsl_splat.training.optim import OptimConfig
     from wgsl_splat.training.trainer import Trainer
 
     model = Trainer.load_checkpoint(args.checkpoint)[1].model

@@ -12,12 +12,12 @@ import argparse
 import math
 import os
 
+from wgsl_splat.app.view_camera import OrbitCamera
 from wgsl_splat.atomic_io import save_png
+from wgsl_splat.data.ply import load_ply_with_mode
 from wgsl_splat.gpu.renderer import GpuRenderer
 from wgsl_splat.gpu.runtime import select_device
-from wgsl_splat.data.ply import load_ply_with_mode
 from wgsl_splat.render_config import render_config
-from wgsl_splat.app.view_camera import OrbitCamera
 
 
 def main(argv=None) -> list[str]:

@@ -11,11 +11,11 @@ from __future__ import annotations
 
 import argparse
 
+from wgsl_splat.contract.optim import OptimConfig
 from wgsl_splat.data.default_scene import make_default_scene
+from wgsl_splat.data.ply import save_ply
 from wgsl_splat.gpu.runtime import select_device
 from wgsl_splat.model import GaussianModel
-from wgsl_splat.training.optim import OptimConfig
-from wgsl_splat.data.ply import save_ply
 from wgsl_splat.reference.step import CpuTrainStep
 
 

@@ -5,8 +5,7 @@ import math
 import numpy as np
 import pytest
 
-from wgsl_splat.model import PARAM_GROUPS, GaussianModel
-from wgsl_splat.training.optim import (
+from wgsl_splat.contract.optim import (
     LR_GROUPS,
     AdamState,
     OptimConfig,
@@ -14,6 +13,7 @@ from wgsl_splat.training.optim import (
     expon_lr,
     get_expon_lr_func,
 )
+from wgsl_splat.model import PARAM_GROUPS, GaussianModel
 
 
 def _fresh_rng():

@@ -13,18 +13,27 @@ import pytest
 from click.testing import CliRunner
 from test_gpu_forward import assert_projection_rects_match
 from test_gpu_forward import compare as compare_forward
-from test_gpu_step import VARIANTS, assert_all_ok, fresh_seed, require_variant, variant_ids
+from test_gpu_step import (
+    VARIANTS,
+    assert_all_ok,
+    fresh_seed,
+    require_variant,
+    variant_ids,
+)
 from test_trainer import run, tiny_config
 
 from wgsl_splat.app.cli import main
 from wgsl_splat.camera import Camera
+from wgsl_splat.contract.filter3d import fuse_filter_3d
+from wgsl_splat.contract.optim import AdamState, OptimConfig
+from wgsl_splat.contract.state import HostArrays
 from wgsl_splat.data.ply import PlyError, load_ply, load_ply_with_mode, save_ply
 from wgsl_splat.gpu.renderer import GpuRenderer
 from wgsl_splat.gpu.shaders import SHADER_DIR, ShaderSource, load_source, struct_dtype
 from wgsl_splat.gpu.step import GpuTrainStep
 from wgsl_splat.model import GaussianModel, rgb_to_sh_dc
 from wgsl_splat.reference import compute_filter_3d, project, render, rows
-from wgsl_splat.reference.filter3d import fuse_filter_3d, sampling_rates
+from wgsl_splat.reference.filter3d import sampling_rates
 from wgsl_splat.reference.loss import psnr
 from wgsl_splat.reference.step import CpuTrainStep
 from wgsl_splat.render_config import (
@@ -38,8 +47,6 @@ from wgsl_splat.strategy import ADC, ADCConfig, StrategyContext
 from wgsl_splat.tools.gradcheck import compare, make_problem
 from wgsl_splat.tools.random_scene import filter_cameras, random_camera, random_scene
 from wgsl_splat.training.config import TrainConfig
-from wgsl_splat.training.optim import AdamState, OptimConfig
-from wgsl_splat.training.state import HostArrays
 from wgsl_splat.training.trainer import filter_3d_refresh_due
 
 # -- the render configuration ---------------------------------------------------------------------
@@ -214,7 +221,7 @@ def test_opacity_reset_caps_the_rendered_opacity():
 
 
 def _comp3(model, f):
-    from wgsl_splat.reference.projection import filter_3d_scales
+    from wgsl_splat.contract.filter3d import filter_3d_scales
 
     return filter_3d_scales(np.exp(model.log_scales), f)
 

@@ -6,9 +6,9 @@ import json
 
 import numpy as np
 
+from wgsl_splat.contract import appearance
+from wgsl_splat.contract.appearance import AppearanceState
 from wgsl_splat.reference.loss import loss_and_grad
-from wgsl_splat.training import appearance
-from wgsl_splat.training.appearance import AppearanceState
 
 
 def fresh_rng():
@@ -59,12 +59,12 @@ def test_identity_transform_changes_nothing():
 
 
 def _steps(gpu_ctx, seed):
+    from wgsl_splat.contract.optim import OptimConfig
+    from wgsl_splat.contract.state import HostArrays
+    from wgsl_splat.contract.step import StepSpec
     from wgsl_splat.gpu.step import GpuTrainStep
     from wgsl_splat.reference.step import CpuTrainStep
     from wgsl_splat.tools.gradcheck import make_problem
-    from wgsl_splat.training.optim import OptimConfig
-    from wgsl_splat.training.state import HostArrays
-    from wgsl_splat.training.step import StepSpec
 
     model, cam, target = make_problem(seed, 90, 40, 28, background=(0.1, 0.2, 0.3))
     rng = np.random.default_rng(seed)

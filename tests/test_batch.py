@@ -14,16 +14,16 @@ from test_trainer import run, tiny_config
 
 from wgsl_splat.app.cli import main
 from wgsl_splat.camera import Camera
+from wgsl_splat.contract.optim import AdamState, OptimConfig, adam_step
+from wgsl_splat.contract.state import HostArrays
+from wgsl_splat.contract.statistics import ndc_grad_norm
+from wgsl_splat.contract.step import View
 from wgsl_splat.gpu.step import GpuTrainStep
 from wgsl_splat.reference import render, render_backward
 from wgsl_splat.reference.loss import loss_and_grad
 from wgsl_splat.reference.step import CpuTrainStep
 from wgsl_splat.strategy.adc import ADC_STATS
 from wgsl_splat.tools.gradcheck import make_problem
-from wgsl_splat.training.optim import AdamState, OptimConfig, adam_step
-from wgsl_splat.training.state import HostArrays
-from wgsl_splat.training.statistics import ndc_grad_norm
-from wgsl_splat.training.step import View
 
 
 def batch_problem(seed: int, views: int = 3, n: int = 80, w: int = 48, h: int = 40):

@@ -14,13 +14,13 @@ from dataclasses import dataclass
 import numpy as np
 import pytest
 
+from wgsl_splat.contract.state import Decided, HostArrays, RowDecision
+from wgsl_splat.contract.statistics import DENOM, GRAD_ACCUM
 from wgsl_splat.gpu.shaders import unrecorded
 from wgsl_splat.model import inverse_sigmoid
 from wgsl_splat.options import option
 from wgsl_splat.reference.state import HostState
 from wgsl_splat.strategy import STRATEGIES, Strategy
-from wgsl_splat.training.state import Decided, HostArrays, RowDecision
-from wgsl_splat.training.statistics import DENOM, GRAD_ACCUM
 
 PRUNE_CLONE_WGSL = """
 struct DecisionParams {

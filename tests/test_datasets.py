@@ -21,7 +21,6 @@ from wgsl_splat.data.datasets import DatasetError, load_dataset
 from wgsl_splat.data.images import Distortion, read_image, resize_area, undistort_image
 
 
-
 @pytest.fixture
 def rng(request):
     seed = int(np.random.SeedSequence().entropy % (2**63))

@@ -12,8 +12,8 @@ import zipfile
 import numpy as np
 import pytest
 from click.testing import CliRunner
-
 from external_tools import run_splat_transform
+
 from wgsl_splat.app.cli import main
 from wgsl_splat.data.exports import FORMAT_NAMES, FORMATS, export_model, get_format
 from wgsl_splat.data.exports import sog as sog_module

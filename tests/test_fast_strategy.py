@@ -15,6 +15,8 @@ from test_strategy import random_arrays
 from test_trainer import run, tiny_config, tiny_dataset
 
 from wgsl_splat.app.cli import main
+from wgsl_splat.contract.state import HostArrays
+from wgsl_splat.contract.step import View
 from wgsl_splat.reference.state import HostState
 from wgsl_splat.reference.step import CpuTrainStep
 from wgsl_splat.strategy import StrategyContext, StrategyError
@@ -29,8 +31,6 @@ from wgsl_splat.strategy.fast import (
 )
 from wgsl_splat.tools.random_scene import random_scene
 from wgsl_splat.training.config import TrainConfig, make_config
-from wgsl_splat.training.state import HostArrays
-from wgsl_splat.training.step import View
 from wgsl_splat.training.views import TrainingViews
 
 FAST_STATS = tuple(s.name for s in Fast.statistics)
@@ -383,7 +383,7 @@ def test_lego_short_fast_run_reaches_its_measured_quality(tmp_path, lego_dir):
 def test_a_downscaled_view_keeps_its_mask(monkeypatch):
     """A masked pixel stays out of the loss at a resolution factor: downscaled, a pixel is
     masked when any pixel it averages was; the error maps leave masked pixels at zero."""
-    from wgsl_splat.reference.loss import MASKED
+    from wgsl_splat.contract.losses import MASKED
 
     ds = tiny_dataset()
     i = ds.train_indices[0]

@@ -12,6 +12,8 @@ from test_gpu_state import assert_arrays_close
 from test_gpu_step import fresh_seed
 from test_strategy import random_arrays
 
+from wgsl_splat.contract.optim import OptimConfig
+from wgsl_splat.contract.state import HostArrays
 from wgsl_splat.gpu.pages import Paging
 from wgsl_splat.gpu.renderer import GpuRenderer
 from wgsl_splat.gpu.runtime import GpuOutOfMemoryError
@@ -20,8 +22,6 @@ from wgsl_splat.render_config import render_config
 from wgsl_splat.strategy.adc import ADCRound, adc_round
 from wgsl_splat.tools.gradcheck import rel_error
 from wgsl_splat.tools.random_scene import filter_cameras, random_scene
-from wgsl_splat.training.optim import OptimConfig
-from wgsl_splat.training.state import HostArrays
 
 SMALL = SMALL_BINDING           # bytes per binding: 256 Gaussians of SH degree 3 per page
 N = 1500                        # 6 pages; splats beyond 1280 in the second splat buffer
@@ -172,8 +172,8 @@ def test_the_3d_filter_is_the_same_on_one_and_on_many_bindings(gpu_ctx, small_ct
 def test_a_view_observation_is_the_same_on_one_and_on_many_bindings(gpu_ctx, small_ctx):
     """The fast strategy's observation (observe.wgsl, once per page) adds the same α·T sums to the
     statistics of every page and leaves grad2d zero in both splat buffers."""
+    from wgsl_splat.contract.step import View
     from wgsl_splat.strategy.fast import OBSERVED_STATS, Fast, error_maps
-    from wgsl_splat.training.step import View
 
     seed = fresh_seed()
     model, cam, target = scene(seed)

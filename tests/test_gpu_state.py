@@ -7,17 +7,13 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from host_rounds import densify_host
 from test_gpu_step import fresh_seed
 from test_strategy import random_arrays
 
-from wgsl_splat.gpu.step import GpuTrainStep
-from wgsl_splat.reference import rows
-from wgsl_splat.reference.step import CpuTrainStep
-from wgsl_splat.strategy.adc import ADCRound, adc_round, densify_host
-from wgsl_splat.tools.random_scene import random_scene
-from wgsl_splat.training.losses import LossConfig
-from wgsl_splat.training.optim import OptimConfig
-from wgsl_splat.training.state import (
+from wgsl_splat.contract.losses import LossConfig
+from wgsl_splat.contract.optim import OptimConfig
+from wgsl_splat.contract.state import (
     KEEP,
     NEW,
     RELOCATE,
@@ -26,7 +22,12 @@ from wgsl_splat.training.state import (
     RowEdit,
     RowTable,
 )
-from wgsl_splat.training.step import View
+from wgsl_splat.contract.step import View
+from wgsl_splat.gpu.step import GpuTrainStep
+from wgsl_splat.reference import rows
+from wgsl_splat.reference.step import CpuTrainStep
+from wgsl_splat.strategy.adc import ADCRound, adc_round
+from wgsl_splat.tools.random_scene import random_scene
 
 
 def device_state(gpu_ctx, arrays: HostArrays, **kw) -> GpuTrainStep:

@@ -11,6 +11,9 @@ import pytest
 from test_gpu_forward import near_integer, three_sigma_radius, threshold_event
 
 from wgsl_splat.camera import Camera
+from wgsl_splat.contract.optim import AdamState, OptimConfig, adam_step
+from wgsl_splat.contract.state import HostArrays
+from wgsl_splat.contract.statistics import ndc_grad_norm
 from wgsl_splat.gpu.adam import GpuAdam, ParamLayout
 from wgsl_splat.gpu.loss import GpuLoss
 from wgsl_splat.gpu.pool import BufferPool
@@ -28,9 +31,6 @@ from wgsl_splat.tools.gradcheck import (
     rel_error,
 )
 from wgsl_splat.tools.random_scene import random_scene
-from wgsl_splat.training.optim import AdamState, OptimConfig, adam_step
-from wgsl_splat.training.state import HostArrays
-from wgsl_splat.training.statistics import ndc_grad_norm
 
 VARIANTS = [(True, True), (True, False), (False, True), (False, False)]   # float atomics, subgroups
 

@@ -7,9 +7,10 @@ import json
 import numpy as np
 import pytest
 
+from wgsl_splat.contract.losses import MASKED, masked_target
 from wgsl_splat.gpu.loss import VARIANTS, GpuLoss
 from wgsl_splat.gpu.pool import BufferPool
-from wgsl_splat.reference.loss import MASKED, l1, loss_and_grad, masked_target, ssim
+from wgsl_splat.reference.loss import l1, loss_and_grad, ssim
 from wgsl_splat.tools.gradcheck import rel_error
 
 
@@ -78,9 +79,9 @@ def test_gpu_step_gradients_with_a_mask_match_reference_and_ignore_masked_pixels
     """The whole step: GPU parameter gradients vs the float64 reference on a masked target; what
     the target holds under the mask changes nothing (no gradient flows from there, so the
     densification statistic, a norm of this gradient, ignores masked pixels too)."""
+    from wgsl_splat.contract.optim import OptimConfig
     from wgsl_splat.gpu.step import GpuTrainStep
     from wgsl_splat.tools.gradcheck import compare, make_problem
-    from wgsl_splat.training.optim import OptimConfig
 
     seed = int(np.random.SeedSequence().entropy % (1 << 32))
     model, cam, target = make_problem(seed, 120, 45, 33, background=(0.1, 0.2, 0.3))

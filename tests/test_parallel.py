@@ -19,6 +19,8 @@ from test_gpu_step import fresh_seed
 from test_trainer import run, tiny_config
 
 from wgsl_splat.app.cli import main
+from wgsl_splat.contract.optim import OptimConfig
+from wgsl_splat.contract.state import HostArrays
 from wgsl_splat.data.ply import load_ply
 from wgsl_splat.gpu.runtime import (
     device_indices,
@@ -28,9 +30,7 @@ from wgsl_splat.gpu.runtime import (
 )
 from wgsl_splat.gpu.step import GpuTrainStep
 from wgsl_splat.strategy.adc import ADC_STATS
-from wgsl_splat.training.optim import OptimConfig
 from wgsl_splat.training.parallel import LocalReducer, ReplicatedStep, parameter_hash
-from wgsl_splat.training.state import HostArrays
 
 
 @pytest.fixture(scope="module")

@@ -7,8 +7,8 @@ import json
 import numpy as np
 import pytest
 
+from wgsl_splat.contract import pose
 from wgsl_splat.render_config import ANTIALIASED, CLASSIC
-from wgsl_splat.training import pose
 
 
 def fresh_rng():
@@ -104,13 +104,13 @@ def test_pose_gradient_through_the_loss_finite_differences():
 def test_cpu_step_updates_the_trained_view_only():
     """One step on view 1: its correction gets Adam's first step (m = 0.1 × the gradient of the
     correction, the step ±lr for ω and ±lr·extent for τ), view 0 stays at the loaded pose."""
+    from wgsl_splat.contract.optim import OptimConfig
+    from wgsl_splat.contract.state import HostArrays
+    from wgsl_splat.contract.step import StepSpec
     from wgsl_splat.reference import render, render_backward
     from wgsl_splat.reference.loss import loss_and_grad
     from wgsl_splat.reference.step import CpuTrainStep
     from wgsl_splat.tools.gradcheck import make_problem, rel_error
-    from wgsl_splat.training.optim import OptimConfig
-    from wgsl_splat.training.state import HostArrays
-    from wgsl_splat.training.step import StepSpec
 
     seed = int(np.random.SeedSequence().entropy % (1 << 32))
     model, cam, target = make_problem(seed, 60, 40, 28)
@@ -186,12 +186,12 @@ def test_pose_opt_refusals_in_one_line(tmp_path):
 
 
 def _pose_steps(gpu_ctx, seed, config=CLASSIC):
+    from wgsl_splat.contract.optim import OptimConfig
+    from wgsl_splat.contract.state import HostArrays
+    from wgsl_splat.contract.step import StepSpec
     from wgsl_splat.gpu.step import GpuTrainStep
     from wgsl_splat.reference.step import CpuTrainStep
     from wgsl_splat.tools.gradcheck import make_problem
-    from wgsl_splat.training.optim import OptimConfig
-    from wgsl_splat.training.state import HostArrays
-    from wgsl_splat.training.step import StepSpec
 
     model, cam, target = make_problem(seed, 90, 40, 28, background=(0.1, 0.2, 0.3), config=config)
     rng = np.random.default_rng(seed)
@@ -238,11 +238,11 @@ def test_gpu_step_with_pose_opt_matches_reference(gpu_ctx, config):
 def test_gpu_pose_opt_reads_nothing_back_inside_steps(gpu_ctx):
     """Steady-state steps over three views create no buffer or bind group and read nothing back
     (the corrected pose is composed and copied on the device); the corrections all move."""
+    from wgsl_splat.contract.optim import OptimConfig
+    from wgsl_splat.contract.state import HostArrays
+    from wgsl_splat.contract.step import StepSpec
     from wgsl_splat.gpu.step import GpuTrainStep
     from wgsl_splat.tools.gradcheck import make_problem
-    from wgsl_splat.training.optim import OptimConfig
-    from wgsl_splat.training.state import HostArrays
-    from wgsl_splat.training.step import StepSpec
 
     model, cam, target = make_problem(int(np.random.SeedSequence().entropy % (1 << 32)), 120, 48, 32)
     step = GpuTrainStep(gpu_ctx, HostArrays.fresh(model), spec=StepSpec(OptimConfig(), pose_views=3),
@@ -295,11 +295,11 @@ def test_gpu_pose_gradient_is_the_same_on_one_and_on_many_bindings(gpu_ctx, smal
     binding, up to the atomics' reordering. Pose-opt keeps Adam out of project_backward."""
     from test_gpu_pages import N, scene
 
+    from wgsl_splat.contract.optim import OptimConfig
+    from wgsl_splat.contract.state import HostArrays
+    from wgsl_splat.contract.step import StepSpec
     from wgsl_splat.gpu.step import GpuTrainStep
     from wgsl_splat.tools.gradcheck import rel_error
-    from wgsl_splat.training.optim import OptimConfig
-    from wgsl_splat.training.state import HostArrays
-    from wgsl_splat.training.step import StepSpec
 
     rng, seed = fresh_rng()
     model, cam, target = scene(seed)

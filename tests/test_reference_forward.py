@@ -10,7 +10,7 @@ from wgsl_splat.render_config import CLASSIC
 from wgsl_splat.tools.random_scene import random_scene
 
 ALPHA_MAX, T_MIN = CLASSIC.alpha_max, CLASSIC.t_min
-from wgsl_splat.reference.sh import SH_C0, eval_sh
+from wgsl_splat.contract.sh import SH_C0, eval_sh
 
 
 def fresh_rng():
@@ -109,7 +109,7 @@ def test_sh_degree0_colour_and_view_dependence():
     np.testing.assert_allclose(eval_sh(sh, dirs, 0), SH_C0 * sh[:, 0])
     # Higher bands are orthonormal real SH: integrating basis products over the sphere gives δ/…
     # checked cheaply via a Monte-Carlo estimate of ∫ B_i B_j dΩ ≈ δ_ij.
-    from wgsl_splat.reference.sh import sh_basis
+    from wgsl_splat.contract.sh import sh_basis
     v = rng.normal(size=(200_000, 3))
     v /= np.linalg.norm(v, axis=1, keepdims=True)
     basis = sh_basis(v, 3)

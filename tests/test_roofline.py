@@ -6,6 +6,7 @@ import math
 
 import numpy as np
 
+from wgsl_splat.contract.optim import OptimConfig
 from wgsl_splat.gpu.step import GpuTrainStep
 from wgsl_splat.tools.gradcheck import make_problem
 from wgsl_splat.tools.roofline import (
@@ -17,7 +18,6 @@ from wgsl_splat.tools.roofline import (
     roofline,
     step_work,
 )
-from wgsl_splat.training.optim import OptimConfig
 
 
 def test_limits_are_measured(gpu_ctx):

@@ -4,11 +4,11 @@ from dataclasses import replace
 
 import numpy as np
 
+from wgsl_splat.contract.optim import AdamState, OptimConfig, adam_step
+from wgsl_splat.contract.statistics import ndc_grad_norm
 from wgsl_splat.reference import loss_and_grad, render, render_backward
 from wgsl_splat.reference.step import CpuTrainStep
 from wgsl_splat.tools.random_scene import random_scene
-from wgsl_splat.training.optim import AdamState, OptimConfig, adam_step
-from wgsl_splat.training.statistics import ndc_grad_norm
 
 
 def test_step_equals_reference_pipeline_and_fits_a_target():

@@ -9,16 +9,12 @@ import math
 import numpy as np
 import pytest
 from click.testing import CliRunner
+from host_rounds import densify_host
 from test_trainer import run, tiny_config
 
 from wgsl_splat import counter_rng as crng
 from wgsl_splat.app.cli import main
-from wgsl_splat.model import GaussianModel
-from wgsl_splat.reference import rows
-from wgsl_splat.reference.projection import quat_to_rotmat
-from wgsl_splat.strategy import MCMCConfig
-from wgsl_splat.strategy.adc import ADC_STATS, ADCRound, densify_host
-from wgsl_splat.training.state import (
+from wgsl_splat.contract.state import (
     KEEP,
     NEW,
     RELOCATE,
@@ -27,6 +23,11 @@ from wgsl_splat.training.state import (
     RowEdit,
     RowTable,
 )
+from wgsl_splat.model import GaussianModel
+from wgsl_splat.reference import rows
+from wgsl_splat.reference.projection import quat_to_rotmat
+from wgsl_splat.strategy import MCMCConfig
+from wgsl_splat.strategy.adc import ADC_STATS, ADCRound
 
 
 @pytest.fixture

@@ -16,11 +16,11 @@ import numpy as np
 import pytest
 from test_gpu_step import assert_all_ok, fresh_seed
 
+from wgsl_splat.contract.optim import OptimConfig
 from wgsl_splat.gpu.step import GpuTrainStep
 from wgsl_splat.render_config import render_config
 from wgsl_splat.tools.gradcheck import compare, make_problem
 from wgsl_splat.tools.random_scene import filter_cameras
-from wgsl_splat.training.optim import OptimConfig
 
 VECTOR_WIDTH = {4: "128", 8: "256", 16: "512"}
 EXPECT = "WGSL_SPLAT_EXPECT_SUBGROUP_LANES"

@@ -7,17 +7,18 @@ import signal
 import numpy as np
 import pytest
 from click.testing import CliRunner
+from host_rounds import densify_host
 
 from wgsl_splat.app.cli import main
+from wgsl_splat.contract.state import HostArrays
 from wgsl_splat.data.default_scene import default_dataset
 from wgsl_splat.data.ply import load_ply
 from wgsl_splat.model import GaussianModel
 from wgsl_splat.reference import rows
 from wgsl_splat.reference.step import CpuTrainStep
 from wgsl_splat.strategy import ADCConfig
-from wgsl_splat.strategy.adc import ADCRound, densify_host
+from wgsl_splat.strategy.adc import ADCRound
 from wgsl_splat.training.config import preset
-from wgsl_splat.training.state import HostArrays
 from wgsl_splat.training.trainer import Trainer, TrainingError
 
 

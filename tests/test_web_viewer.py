@@ -16,8 +16,8 @@ import time
 import numpy as np
 import pytest
 from click.testing import CliRunner
-
 from external_tools import chromium, missing, node, playwright_module
+
 from wgsl_splat.app.cli import main
 from wgsl_splat.camera import Camera
 
@@ -114,7 +114,12 @@ def test_port_in_use_is_one_line_before_anything_runs(tmp_path):
 def test_browser_camera_looks_through_a_dataset_camera():
     """A frustum click sends position / look-at / up / fov (view_of); the browser answers with
     its orientation; browser_camera turns that back into the dataset camera itself."""
-    from wgsl_splat.app.web_viewer import browser_camera, matrix_to_quat, quat_to_matrix, view_of
+    from wgsl_splat.app.web_viewer import (
+        browser_camera,
+        matrix_to_quat,
+        quat_to_matrix,
+        view_of,
+    )
 
     rng = np.random.default_rng(7)
     for _ in range(20):

@@ -36,10 +36,10 @@ def gradcheck(gaussians, width, height, seed, sh_degree, variants, tolerance, ad
 
 def run(n, width, height, seed, sh_degree, variants, tolerance, adapter_filter,
               antialiased=False) -> None:
+    from ..contract.optim import OptimConfig
     from ..gpu.step import GpuTrainStep
     from ..tools.gradcheck import compare, format_table, make_problem
     from ..tools.random_scene import filter_cameras
-    from ..training.optim import OptimConfig
 
     ctx = gpu_context("gpu", adapter_filter, click.echo, "gradcheck needs a GPU adapter")
     if seed is None:

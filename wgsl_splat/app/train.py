@@ -15,7 +15,13 @@ from ..errors import UserError
 from ..options import PRESET_NAMES
 from ..render_config import CLASSIC, RenderConfig, render_config
 from .common import ADAPTER_OPTION, DEVICE_OPTION, gpu_context, load_training_data
-from .config_cli import add_config_flags, configure, flag_value, given_config_flags, section_of
+from .config_cli import (
+    add_config_flags,
+    configure,
+    flag_value,
+    given_config_flags,
+    section_of,
+)
 from .web_viewer import HOST_OPTION, PORT_OPTION
 
 # run-level flags a resumed run must agree with: parameter name -> (flag, run-info key)
@@ -128,7 +134,7 @@ class ResumeCheck:
 def make_step_factory(device: str, adapter_filter: str | None, echo,
                       config: RenderConfig = CLASSIC, devices: str | None = None, world=None):
     """Pick the path: returns ``(factory, description)`` where ``factory(arrays, spec)`` builds a
-    :class:`~wgsl_splat.training.step.TrainStep` rendering in ``config``'s mode. ``devices``
+    :class:`~wgsl_splat.contract.step.TrainStep` rendering in ``config``'s mode. ``devices``
     (``--devices``) and ``world`` (an MPI reducer, ``--distributed``) make it a data-parallel step
     over replicas (:mod:`wgsl_splat.training.parallel`): this process's devices, or under MPI one
     device per rank chosen by the rank's index on its node."""

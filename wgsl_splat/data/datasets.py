@@ -51,13 +51,13 @@ import math
 import os
 import re
 from dataclasses import dataclass, field, replace
-from typing import Callable
 from pathlib import Path
+from typing import Callable
 
 import numpy as np
 
 from ..camera import Camera
-from ..reference.loss import masked_target
+from ..contract.losses import masked_target
 from .colmap import ColmapError, find_model, read_model
 from .images import (
     IMAGE_EXTENSIONS,
@@ -66,9 +66,9 @@ from .images import (
     FisheyeError,
     ImageCache,
     ImageReadError,
-    image_has_alpha,
     fisheye_kept_fraction,
     fisheye_view,
+    image_has_alpha,
     max_outside_pixels,
     read_image,
     read_image_size,
@@ -219,7 +219,7 @@ class Dataset:
 
     def load_target(self, i: int) -> np.ndarray:
         """What training compares camera ``i``'s render with: :meth:`load_image` with its masked
-        pixels set to :data:`~wgsl_splat.reference.loss.MASKED` (both paths' convention)."""
+        pixels set to :data:`~wgsl_splat.contract.losses.MASKED` (both paths' convention)."""
         return masked_target(self.load_image(i), self.load_mask(i))
 
     @property

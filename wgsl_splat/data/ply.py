@@ -109,7 +109,7 @@ def save_ply(path, model: GaussianModel, render_mode: str = "classic",
         raise ValueError(f"unknown render mode {render_mode!r}")
     comments = [f"{_MODE_COMMENT} {render_mode}"]
     if render_mode == "antialiased" and filter_3d is not None:
-        from ..reference.filter3d import fuse_filter_3d
+        from ..contract.filter3d import fuse_filter_3d
 
         model = fuse_filter_3d(model, filter_3d)
         comments.append(_FUSED_COMMENT)

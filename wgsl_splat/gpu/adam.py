@@ -1,7 +1,7 @@
 """Adam on the device (docs/design.md §3, stage 9): one dispatch updates every parameter group in place.
 
-The update is :func:`wgsl_splat.training.optim.adam_step` (the same operation order, float32), with the
-per-group learning rates of :class:`wgsl_splat.training.optim.OptimConfig` and the SH array split into a DC
+The update is :func:`wgsl_splat.contract.optim.adam_step` (the same operation order, float32), with the
+per-group learning rates of :class:`wgsl_splat.contract.optim.OptimConfig` and the SH array split into a DC
 and a rest group. It runs on four device buffers of the same flat float32 layout: parameters,
 gradients, first and second moments. The layout is not hard-wired: :class:`ParamLayout` lists
 segments ``[start, start+count)`` with their learning-rate group(s), so the kernel follows
@@ -27,8 +27,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from ..contract.optim import LR_GROUPS, AdamState, OptimConfig
 from ..model import GaussianModel, param_offsets
-from ..training.optim import LR_GROUPS, AdamState, OptimConfig
 from .pages import Page, page_name
 from .pool import UNIFORM_USAGE, BufferPool, buffer_usage
 from .runtime import GpuContext

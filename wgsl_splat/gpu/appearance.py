@@ -1,4 +1,4 @@
-"""--appearance on the device (docs/captures.md; math in training/appearance.py): the view's colour
+"""--appearance on the device (docs/captures.md; math in contract/appearance.py): the view's colour
 transform between the rasteriser and the loss, its backward pass and its Adam update, three
 dispatches of ``shaders/appearance.wgsl`` recorded into the step's pass.
 
@@ -12,8 +12,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..training.appearance import FLOATS, AppearanceState
-from ..training.per_view import BETA1, BETA2, EPS, adam_scalars
+from ..contract.appearance import FLOATS, AppearanceState
+from ..contract.per_view import BETA1, BETA2, EPS, adam_scalars
 from .pool import UNIFORM_USAGE, BufferPool, buffer_usage
 from .shaders import ShaderLibrary
 

@@ -37,7 +37,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..reference.loss import DEFAULT_LAMBDA, SSIM_C1, SSIM_C2, gaussian_window_1d
+from ..contract.losses import DEFAULT_LAMBDA, SSIM_C1, SSIM_C2, gaussian_window_1d
 from .pool import UNIFORM_USAGE, BufferPool, buffer_usage
 from .runtime import GpuContext
 from .shaders import ShaderLibrary, file_constants

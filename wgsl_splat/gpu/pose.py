@@ -1,4 +1,4 @@
-"""--pose-opt on the device (docs/captures.md; math in training/pose.py): the view's corrected pose
+"""--pose-opt on the device (docs/captures.md; math in contract/pose.py): the view's corrected pose
 computed on the device before its forward pass, the view-matrix gradient's partials from
 ``project_backward.wgsl`` (``backward.py``'s generated ``pose_grad.wgsl``) and the correction's
 Adam update after it, from ``shaders/pose.wgsl``; nothing is read back.
@@ -18,8 +18,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..training.per_view import BETA1, BETA2, EPS, adam_scalars
-from ..training.pose import FLOATS, PoseState
+from ..contract.per_view import BETA1, BETA2, EPS, adam_scalars
+from ..contract.pose import FLOATS, PoseState
 from .pool import UNIFORM_USAGE, BufferPool, buffer_usage
 from .shaders import ShaderLibrary
 

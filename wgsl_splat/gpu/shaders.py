@@ -175,8 +175,8 @@ def generated_includes(config: RenderConfig | None = None) -> dict[str, str]:
     render constants (``render_config.wgsl``), the row operations' constants
     (``row_constants.wgsl``: the state's row kinds, the relocation's constants) and the SH
     constants (``sh_constants.wgsl``)."""
-    from ..reference.rows import row_constants_wgsl
-    from ..reference.sh import sh_constants_wgsl
+    from ..contract.rows import row_constants_wgsl
+    from ..contract.sh import sh_constants_wgsl
 
     return {GENERATED_RENDER_CONFIG: (config or CLASSIC).wgsl(),
             "row_constants.wgsl": row_constants_wgsl(), "sh_constants.wgsl": sh_constants_wgsl()}

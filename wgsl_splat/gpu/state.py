@@ -1,5 +1,5 @@
 """The GPU path's training state: the per-Gaussian arrays stay in device buffers and the row
-operations edit them there (:mod:`wgsl_splat.training.state`; NumPy semantics:
+operations edit them there (:mod:`wgsl_splat.contract.state`; NumPy semantics:
 :mod:`wgsl_splat.reference.rows`).
 
 Buffers (the step's pool), paged (:mod:`.pages`: page p of ``params`` is ``params@p``, each page
@@ -23,9 +23,8 @@ import math
 
 import numpy as np
 
-from ..model import inverse_sigmoid, param_offsets
-from ..reference import rows
-from ..training.state import (
+from ..contract import rows
+from ..contract.state import (
     GrowReport,
     HostArrays,
     RowDecision,
@@ -34,7 +33,8 @@ from ..training.state import (
     TrainState,
     budget,
 )
-from ..training.statistics import accessors_wgsl, resolve
+from ..contract.statistics import accessors_wgsl, resolve
+from ..model import inverse_sigmoid, param_offsets
 from .pages import Page, page_name, row_bytes
 from .pool import UNIFORM_USAGE, buffer_usage
 from .sort import PrefixScan, grid_2d

@@ -32,13 +32,13 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..camera import Camera
+from ..contract.losses import LossConfig
+from ..contract.optim import AdamState, OptimConfig
+from ..contract.state import HostArrays
+from ..contract.statistics import reduction_layout, resolve
+from ..contract.step import StepSpec, TrainStep
 from ..model import GaussianModel
 from ..render_config import RenderConfig
-from ..training.losses import LossConfig
-from ..training.optim import AdamState, OptimConfig
-from ..training.state import HostArrays
-from ..training.statistics import reduction_layout, resolve
-from ..training.step import StepSpec, TrainStep
 from .adam import GpuAdam, ParamLayout
 from .appearance import GpuAppearance
 from .backward import GRAD2D_FLOATS, GpuBackward
@@ -71,7 +71,7 @@ class GpuGradients:
 
 
 class GpuTrainStep(TrainStep):
-    """:class:`~wgsl_splat.training.step.TrainStep` on the device (see the module docstring)."""
+    """:class:`~wgsl_splat.contract.step.TrainStep` on the device (see the module docstring)."""
 
     def __init__(self, ctx: GpuContext, model: GaussianModel | HostArrays,
                  config: OptimConfig | None = None, background=(0.0, 0.0, 0.0),

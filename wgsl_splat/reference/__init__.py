@@ -4,6 +4,7 @@ It is the CPU fallback and the oracle the GPU kernels are tested against; it is 
 against finite differences in float64 (tests/test_reference_gradients.py).
 """
 
+from ..contract.sh import eval_sh, eval_sh_backward
 from .filter3d import compute_filter_3d
 from .loss import (
                      gaussian_blur,
@@ -24,7 +25,6 @@ from .raster import (
                      rasterize_backward,
 )
 from .render import Gradients, RenderOutput, render, render_backward, render_image
-from .sh import eval_sh, eval_sh_backward
 
 __all__ = [
     "Gradients", "Projection", "compute_filter_3d",

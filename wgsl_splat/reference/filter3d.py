@@ -15,7 +15,6 @@ from __future__ import annotations
 import numpy as np
 
 from ..camera import Camera
-from ..model import GaussianModel
 from ..render_config import ANTIALIASED, RenderConfig
 
 
@@ -47,19 +46,3 @@ def compute_filter_3d(means: np.ndarray, cameras: list[Camera],
         return np.zeros(len(nu))
     nu = np.where(seen, nu, nu[seen].min())
     return np.sqrt(config.filter_3d_variance) / nu
-
-
-def fuse_filter_3d(model: GaussianModel, filter_3d: np.ndarray) -> GaussianModel:
-    """The model with the 3D filter folded into its parameters (Mip-Splatting's fused export):
-    scales ``sqrt(s² + f²)`` and opacity ``σ·c3``, so that a renderer that knows no 3D filter
-    draws the filtered Gaussians. Rendered in the antialiased mode with a zero filter it gives the
-    image of ``model`` with ``filter_3d`` (the 2D Mip filter still applies)."""
-    from ..model import inverse_sigmoid
-    from .projection import filter_3d_scales
-
-    scales3, comp3 = filter_3d_scales(np.exp(model.log_scales.astype(np.float64)),
-                                      np.asarray(filter_3d, np.float64))
-    out = model.copy()
-    out.log_scales[:] = np.log(scales3).astype(model.dtype)
-    out.opacity_logits[:] = inverse_sigmoid(model.opacities.astype(np.float64) * comp3).astype(model.dtype)
-    return out

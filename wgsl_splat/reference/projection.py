@@ -22,9 +22,10 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from ..camera import Camera
+from ..contract.filter3d import filter_3d_scales
+from ..contract.sh import eval_sh, eval_sh_backward
 from ..model import GaussianModel
 from ..render_config import CLASSIC, RenderConfig
-from .sh import eval_sh, eval_sh_backward
 
 
 @dataclass
@@ -145,16 +146,6 @@ def tile_pairs_kept(proj: "Projection", gid: np.ndarray, tx: np.ndarray, ty: np.
     q = tile_min_q(proj.means2d[gid], proj.conics[gid], tx, ty, proj.width, proj.height,
                    proj.config.tile_size)
     return q <= tile_q_bound(proj.opacities[gid], proj.config)
-
-
-def filter_3d_scales(scales: np.ndarray, filter_3d: np.ndarray | None):
-    """3D smoothing filter: the scales of Σ + f²I, ``sqrt(s² + f²)`` (N,3), and the opacity factor
-    ``Π s / sqrt(s² + f²) = sqrt(det Σ / det(Σ + f²I))`` (N,); no filter: ``(scales, 1)``."""
-    if filter_3d is None:
-        return scales, np.ones(len(scales), scales.dtype)
-    f2 = np.square(np.asarray(filter_3d, scales.dtype))[:, None]
-    scales3 = np.sqrt(scales * scales + f2)
-    return scales3, np.prod(scales / scales3, axis=1)
 
 
 def project(model: GaussianModel, camera: Camera, active_sh_degree: int | None = None,

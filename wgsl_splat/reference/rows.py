@@ -1,5 +1,5 @@
 """Row operations on the host: the semantics the device kernels (``gpu/shaders/state_rows.wgsl``,
-``grow.wgsl``, ``relocation.wgsl``) implement and are tested against. See :mod:`wgsl_splat.training.state` for the row table.
+``grow.wgsl``, ``relocation.wgsl``) implement and are tested against. See :mod:`wgsl_splat.contract.state` for the row table.
 
 Decisions are taken in float32 on the same values the device sees, and every threshold is
 compared where no transcendental function is needed (logits instead of opacities, log-scales
@@ -18,9 +18,19 @@ import math
 import numpy as np
 
 from .. import counter_rng as crng
-from ..model import inverse_sigmoid
-from ..training.optim import AdamState
-from ..training.state import (
+from ..contract.filter3d import filter_3d_scales
+from ..contract.optim import AdamState
+from ..contract.rows import (
+    F32_EPS,
+    NOISE_GATE_K,
+    NOISE_GATE_X0,
+    RELOCATION_MAX_RATIO,
+    SIGMOID_RANGE,
+    SIGMOID_STEPS,
+    SIGMOID_TABLE,
+    weight_bits,
+)
+from ..contract.state import (
     KEEP,
     MAX_SPLIT_SAMPLES,
     NEW,
@@ -32,35 +42,9 @@ from ..training.state import (
     RowEdit,
     RowTable,
     budget,
-    row_kinds_wgsl,
 )
-from .projection import filter_3d_scales, quat_to_rotmat
-
-RELOCATION_MAX_RATIO = 51      # gsplat's binomial table: at most 51 copies of one source
-F32_EPS = float(np.finfo(np.float32).eps)
-NOISE_GATE_K, NOISE_GATE_X0 = 100.0, 0.995   # MCMC: σ(k·(1 − o − x0)) gates the position noise
-
-OFF = np.float32(3.0e38)         # a threshold that is off (finite: the device compares the same)
-
-def row_constants_wgsl() -> str:
-    """The row operations' constants as WGSL (the generated ``row_constants.wgsl``): the row kinds
-    and the constants of the relocation and its sampling, declared here once."""
-    return row_kinds_wgsl() + "\n".join([
-        f"const RELOCATION_MAX_RATIO: u32 = {RELOCATION_MAX_RATIO}u;",
-        f"const F32_EPS: f32 = {F32_EPS!r};",
-        f"const NOISE_GATE_K: f32 = {NOISE_GATE_K!r};",
-        f"const NOISE_GATE_X0: f32 = {NOISE_GATE_X0!r};",
-        f"const SIGMOID_STEPS: f32 = {float(SIGMOID_STEPS)!r};",
-        f"const SIGMOID_HALF: f32 = {float(SIGMOID_RANGE * SIGMOID_STEPS)!r};"]) + "\n"
-
-
-# One random stream per purpose and step: stream = step · 4 + purpose.
-STREAM_SPLIT, STREAM_RELOCATE, STREAM_ADD, STREAM_NOISE = range(4)
-
-
-def stream(seed: int, step: int, purpose: int) -> int:
-    return int(crng.stream_key(seed, step * 4 + purpose))
-
+from ..model import inverse_sigmoid
+from .projection import quat_to_rotmat
 
 # ------------------------------------------------------------------------------ the row table
 
@@ -150,21 +134,6 @@ def relocation(opacity: np.ndarray, ratio: np.ndarray) -> tuple[np.ndarray, np.n
             term = math.comb(i - 1, kk) * (-1) ** kk / math.sqrt(kk + 1) * new_o ** (kk + 1)
             denom += np.where(i <= n, term, 0.0)
     return new_o, o / denom
-
-
-def weight_bits(n: int) -> int:
-    """q of the integer weights floor(o·2^q): the largest (≤ 24) with n·2^q < 2^32."""
-    return int(min(24, math.floor(math.log2((2 ** 32 - 1) / max(n, 1)))))
-
-
-# Opacities for sampling are read from a table of σ at logits k/64 (|logit| ≤ 16): the index is
-# round(64·logit), exact in float32 on both paths, so the weights are equal bit for bit (an exp()
-# differs in its last bits between NumPy and a GPU, and a weight floor(σ·2^q) with it). The table
-# is 0.4 % coarse in σ: immaterial for sampling in proportion to opacity.
-SIGMOID_STEPS, SIGMOID_RANGE = 64, 16
-SIGMOID_TABLE = (1.0 / (1.0 + np.exp(-np.arange(-SIGMOID_RANGE * SIGMOID_STEPS,
-                                                SIGMOID_RANGE * SIGMOID_STEPS + 1) / SIGMOID_STEPS))
-                 ).astype(np.float32)
 
 
 def opacity_weights(logits: np.ndarray, exclude: np.ndarray | None = None) -> np.ndarray:

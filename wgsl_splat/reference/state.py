@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..training.state import (
+from ..contract.state import (
     GrowReport,
     HostArrays,
     RowDecision,

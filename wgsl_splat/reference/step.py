@@ -4,25 +4,25 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..model import GaussianModel
-from ..render_config import RenderConfig
-from ..training import appearance, per_view, pose
-from ..training.losses import LossConfig, param_terms_numpy
-from ..training.optim import AdamState, OptimConfig, adam_step
-from ..training.state import HostArrays
-from ..training.statistics import (
+from ..contract import appearance, per_view, pose
+from ..contract.losses import LossConfig, param_terms_numpy
+from ..contract.optim import AdamState, OptimConfig, adam_step
+from ..contract.state import HostArrays
+from ..contract.statistics import (
     ViewObservation,
     accumulate_numpy,
     reduction_layout,
     resolve,
 )
-from ..training.step import StepResult, StepSpec, TrainStep
+from ..contract.step import StepResult, StepSpec, TrainStep
+from ..model import GaussianModel
+from ..render_config import RenderConfig
 from . import rows
 from .state import HostState
 
 
 class CpuTrainStep(TrainStep):
-    """:class:`~wgsl_splat.training.step.TrainStep` with the NumPy reference (render, loss, exact backward,
+    """:class:`~wgsl_splat.contract.step.TrainStep` with the NumPy reference (render, loss, exact backward,
     Adam) on a :class:`~wgsl_splat.reference.state.HostState`."""
 
     def __init__(self, model: GaussianModel | HostArrays, config: OptimConfig | None = None,
@@ -30,7 +30,7 @@ class CpuTrainStep(TrainStep):
                  loss: LossConfig | None = None, render_config: RenderConfig | None = None,
                  spec: StepSpec | None = None):
         """``model``: the parameters (fresh moments, or ``adam``, and ADC's statistics), or the
-        whole state as :class:`~wgsl_splat.training.state.HostArrays` (what the trainer passes);
+        whole state as :class:`~wgsl_splat.contract.state.HostArrays` (what the trainer passes);
         ``spec`` or the optimiser, background and loss one by one."""
         super().__init__(config, background, loss, render_config, spec)
         arrays = HostArrays.of(model, adam, spec.statistics if spec else None)
@@ -64,14 +64,14 @@ class CpuTrainStep(TrainStep):
         for view in views:
             camera = view.camera
             use_pose = self.pose is not None and view.view_id is not None
-            if use_pose:   # --pose-opt: render from the corrected pose (training/pose.py)
+            if use_pose:   # --pose-opt: render from the corrected pose (contract/pose.py)
                 delta = self.pose.params[view.view_id]
                 camera = pose.refined_camera(camera, delta)
             out = render(model, camera, self.background, active_sh_degree=active_sh_degree,
                          config=self.render_config, filter_3d=self._state.filter_3d)
             image = out.image
             use_app = self.appearance is not None and view.view_id is not None
-            if use_app:   # --appearance: the loss sees A·C + b (training/appearance.py)
+            if use_app:   # --appearance: the loss sees A·C + b (contract/appearance.py)
                 image = appearance.apply(out.image, self.appearance.params[view.view_id])
             loss, dL_dimage, parts = loss_and_grad(image, np.asarray(view.target, np.float32),
                                                    self.loss_config.lambda_dssim)

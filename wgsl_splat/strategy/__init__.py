@@ -1,5 +1,5 @@
 """Densification strategies: what a strategy is (:mod:`.base`), the strategy-neutral row operations
-it composes (:class:`~wgsl_splat.training.state.TrainState`), and the strategies themselves, one
+it composes (:class:`~wgsl_splat.contract.state.TrainState`), and the strategies themselves, one
 module each (with its WGSL beside it): ``adc`` (3DGS adaptive density control, the reference) and
 ``mcmc`` (3DGS-MCMC).
 

@@ -2,7 +2,7 @@
 clone small Gaussians and split large ones whose mean screen-space gradient is high, prune the
 transparent (and, after the first opacity reset, the huge), reset opacities every 3 000 steps.
 
-A round is one :meth:`~wgsl_splat.training.state.TrainState.grow` with :class:`ADCDecision`, whose
+A round is one :meth:`~wgsl_splat.contract.state.TrainState.grow` with :class:`ADCDecision`, whose
 kernel is ``adc.wgsl`` beside this file and whose NumPy twin is :meth:`ADCDecision.numpy`; the
 strategy-neutral state builds and applies the row table on either path.
 """
@@ -13,9 +13,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..options import option
-from ..reference.rows import OFF, STREAM_SPLIT, stream
-from ..training.state import (
+from ..contract.rows import OFF, STREAM_SPLIT, stream
+from ..contract.state import (
     MAX_SPLIT_SAMPLES,
     Decided,
     HostArrays,
@@ -23,7 +22,8 @@ from ..training.state import (
     TrainState,
     wgsl_beside,
 )
-from ..training.statistics import STANDARD, mean_gradient
+from ..contract.statistics import STANDARD, mean_gradient
+from ..options import option
 from .base import Strategy, register_strategy, split_clone_prune_params
 
 #: what ADC's decisions read: 3DGS's densification statistics
@@ -170,15 +170,6 @@ class ADCDecision(RowDecision):
         counts = np.stack([clone, split, seen], axis=1).astype(np.int64)
         peak = np.where(seen, ga / np.where(seen, denom, np.float32(1.0)), np.float32(0.0))
         return Decided(keep, keep_clone, keep_split, cost, counts, peak)
-
-
-def densify_host(arrays: HostArrays, rnd: ADCRound) -> tuple[HostArrays, DensifyReport]:
-    """One ADC round on host arrays (a copy): the NumPy reference of a round."""
-    from ..reference.state import HostState
-
-    state = HostState(arrays)
-    report = adc_round(state, rnd)
-    return state.arrays, report
 
 
 def adc_round(state: TrainState, rnd: ADCRound) -> DensifyReport:

@@ -4,7 +4,7 @@ The trainer's loop is: pick a view → step → :meth:`Strategy.after_step` → 
 strategy owns its configuration and schedule, says which statistics the backward pass must
 accumulate (:attr:`Strategy.statistics`), which loss terms it trains with and whether the step
 perturbs the means, and edits the training state only through its row operations
-(:class:`wgsl_splat.training.state.TrainState`), which run where the state lives (NumPy or the device).
+(:class:`wgsl_splat.contract.state.TrainState`), which run where the state lives (NumPy or the device).
 """
 
 from __future__ import annotations
@@ -16,9 +16,9 @@ from typing import Callable, ClassVar
 
 import numpy as np
 
+from ..contract.rows import OFF
+from ..contract.state import TrainState
 from ..model import inverse_sigmoid
-from ..reference.rows import OFF
-from ..training.state import TrainState
 
 
 class StrategyError(ValueError):
@@ -87,11 +87,11 @@ class StrategyContext:
 class Strategy(ABC):
     """``name``: its ``--strategy`` value; ``Config``: its configuration dataclass (options declared
     with :func:`wgsl_splat.options.option`); ``loss_defaults``: loss weights it trains with unless
-    the user sets them (:class:`~wgsl_splat.training.losses.LossConfig` fields)."""
+    the user sets them (:class:`~wgsl_splat.contract.losses.LossConfig` fields)."""
 
     name: ClassVar[str]
     Config: ClassVar[type]
-    statistics: ClassVar[tuple] = ()   # Statistic declarations (training/statistics.py)
+    statistics: ClassVar[tuple] = ()   # Statistic declarations (contract/statistics.py)
     loss_defaults: ClassVar[dict[str, float]] = {}
     #: preset name -> overrides of the run's configuration (dotted paths of TrainConfig, e.g.
     #: ``iters``) for runs of this strategy, applied after the preset's own

@@ -9,12 +9,12 @@ a low resolution first, the number of Gaussians growing with the resolution).
 A round (every ``every`` steps from ``start`` to ``stop``):
 
 1. observe ``views`` training views drawn for the round at the current resolution
-   (:meth:`~wgsl_splat.training.step.TrainStep.observe`): per view the render's error map
+   (:meth:`~wgsl_splat.contract.step.TrainStep.observe`): per view the render's error map
    ``e = mean_c |render − image|``, min-max normalised as FastGS does; per Gaussian the blending
    weights α·T summed over the high-error pixels (normalised error above ``error_threshold``),
    weighted by ``e``, and over all pixels — the statistics ``fast_err_pixels``, ``fast_err`` and
    ``fast_weight``;
-2. one :meth:`~wgsl_splat.training.state.TrainState.grow` with :class:`FastDecision`: rows whose
+2. one :meth:`~wgsl_splat.contract.state.TrainState.grow` with :class:`FastDecision`: rows whose
    mean screen-space gradient passes 3DGS's threshold *and* whose high-error pixels average at least
    ``min_error_pixels`` per observed view are cloned (small) or split (large); when more qualify than
    the room (the budget curve at this step minus N) holds, those explaining the most error
@@ -34,10 +34,10 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from ..contract.rows import OFF, STREAM_SPLIT, stream
+from ..contract.state import Decided, HostArrays, RowDecision, TrainState, wgsl_beside
+from ..contract.statistics import DENOM, GRAD_ACCUM, OBSERVED, Statistic, mean_gradient
 from ..options import option
-from ..reference.rows import OFF, STREAM_SPLIT, stream
-from ..training.state import Decided, HostArrays, RowDecision, TrainState, wgsl_beside
-from ..training.statistics import DENOM, GRAD_ACCUM, OBSERVED, Statistic, mean_gradient
 from .base import Strategy, StrategyError, register_strategy, split_clone_prune_params
 
 FAST_ERR_PIXELS = Statistic("fast_err_pixels", OBSERVED)  # Σ α·T over high-error pixels

@@ -19,9 +19,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from ..contract.rows import STREAM_ADD, STREAM_RELOCATE, stream
+from ..contract.state import TrainState
 from ..options import option
-from ..reference.rows import STREAM_ADD, STREAM_RELOCATE, stream
-from ..training.state import TrainState
 from .base import Strategy, StrategyError, register_strategy
 
 

@@ -101,9 +101,9 @@ def bench_gpu(ctx, cfg: Config, steps: int, warmup: int, stages: bool = True,
     """Per render mode, the GPU figures of the module docstring. With several modes the timed
     loops alternate between them step by step, so a machine whose speed drifts (a shared VM) skews
     every mode alike and their ratio stays meaningful."""
+    from ..contract.optim import OptimConfig
     from ..gpu.step import GpuTrainStep
     from ..render_config import render_config
-    from ..training.optim import OptimConfig
     from .roofline import roofline, step_work
 
     model, cam, target, extent = make_scene(cfg.n, cfg.width, cfg.height)
@@ -179,9 +179,9 @@ def bench_gpu(ctx, cfg: Config, steps: int, warmup: int, stages: bool = True,
 
 def bench_cpu(cfg: Config, steps: int, warmup: int, mode: str = "classic") -> dict:
     """The NumPy path with fenced host timing per stage (the same calls as CpuTrainStep.step)."""
+    from ..contract.optim import AdamState, OptimConfig, adam_step
     from ..reference import compute_filter_3d, loss_and_grad, render, render_backward
     from ..render_config import render_config
-    from ..training.optim import AdamState, OptimConfig, adam_step
 
     model, cam, target, extent = make_scene(cfg.n, cfg.width, cfg.height)
     model = model.astype(np.float32)

@@ -143,6 +143,11 @@ def tour(ctx, log=print) -> list:
     has both); without them those variants are missing from the result."""
     import numpy as np
 
+    from ..contract.losses import PARAM_TERMS, LossConfig
+    from ..contract.optim import OptimConfig
+    from ..contract.state import HostArrays
+    from ..contract.statistics import STANDARD
+    from ..contract.step import View
     from ..gpu.adam import GpuAdam, ParamLayout
     from ..gpu.backward import GpuBackward
     from ..gpu.loss import GpuLoss
@@ -153,11 +158,6 @@ def tour(ctx, log=print) -> list:
     from ..render_config import RENDER_MODES, render_config
     from ..strategy import STRATEGIES
     from ..strategy.adc import ADCRound, adc_round
-    from ..training.losses import PARAM_TERMS, LossConfig
-    from ..training.optim import OptimConfig
-    from ..training.state import HostArrays
-    from ..training.statistics import STANDARD
-    from ..training.step import View
     from .random_scene import filter_cameras, random_scene
     from .roofline import measure_limits
 
@@ -248,9 +248,9 @@ def _generated_variants(ctx, model, cam, target, config, strategies, terms, Loss
     project_backward.wgsl; see :func:`uncovered` for why one set of constants is enough)."""
     import itertools
 
+    from ..contract.optim import OptimConfig
+    from ..contract.step import StepSpec, View
     from ..gpu.step import GpuTrainStep
-    from ..training.optim import OptimConfig
-    from ..training.step import StepSpec, View
 
     stat_sets = {tuple(s.name for s in cls.statistics) for cls in strategies.values()}
     for stats in sorted(stat_sets):
@@ -286,9 +286,9 @@ def _adam_variants(ctx, rng, GpuAdam, ParamLayout) -> None:
     """Adam with and without zeroing the gradients (the training step keeps them)."""
     import numpy as np
 
+    from ..contract.optim import OptimConfig
     from ..gpu.pool import BufferPool
     from ..gpu.renderer import GpuRenderer
-    from ..training.optim import OptimConfig
     from .random_scene import random_scene
 
     model, _ = random_scene(rng, 16, 16, 16, sh_degree=1, dtype=np.float32)
@@ -306,7 +306,7 @@ def _appearance(ctx, rng, GpuTrainStep, HostArrays, OptimConfig, random_scene) -
     """A step with --appearance's kernels (shaders/appearance.wgsl)."""
     import numpy as np
 
-    from ..training.step import StepSpec
+    from ..contract.step import StepSpec
 
     model, cam = random_scene(rng, 24, 20, 16, sh_degree=0, dtype=np.float32)
     target = rng.uniform(0, 1, (cam.height, cam.width, 3)).astype(np.float32)

@@ -1,1 +1,3 @@
-"""Training: configuration, the loop, the step API both paths implement, the state, Adam, evaluation, data parallelism."""
+"""The run: its configuration (config.py), the loop, checkpoints and health checks (trainer.py),
+the views it trains on (views.py), evaluation, data parallelism (parallel.py). It builds on the
+step contract (:mod:`wgsl_splat.contract`) and the strategies; the application sits above it."""

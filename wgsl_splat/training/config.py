@@ -2,8 +2,8 @@
 (:mod:`wgsl_splat.options`). The ``train`` command's flags, ``cfg.json``, checkpoints and the resume
 check are generated from it; presets are the ``PRESETS`` overrides each class declares.
 
-Sections: :class:`~wgsl_splat.training.losses.LossConfig` (``loss``), the optimiser
-(:class:`~wgsl_splat.training.optim.OptimConfig`, ``optim``) and one per registered strategy
+Sections: :class:`~wgsl_splat.contract.losses.LossConfig` (``loss``), the optimiser
+(:class:`~wgsl_splat.contract.optim.OptimConfig`, ``optim``) and one per registered strategy
 (``adc``, ``mcmc``, ...: the strategy's ``Config``, see :mod:`wgsl_splat.strategy`).
 """
 
@@ -12,11 +12,11 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from .. import options
+from ..contract.losses import LossConfig
+from ..contract.optim import OptimConfig
 from ..options import option, section
 from ..render_config import RENDER_MODES, check_mode
 from ..strategy import STRATEGIES, strategy_names
-from .losses import LossConfig
-from .optim import OptimConfig
 
 # steps at which test views are evaluated (the 3DGS paper's 7k and 30k, plus the early curve)
 EVAL_AT = (1_000, 2_000, 3_000, 7_000, 15_000, 30_000)

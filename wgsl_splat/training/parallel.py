@@ -1,16 +1,16 @@
 """Data-parallel training: one replica of the training state per device, on one machine or many.
 
 A batch of B views is split across G replicas (view j goes to replica j mod G). Each replica runs
-:meth:`~wgsl_splat.training.step.TrainStep.accumulate` on its views, then the replicas' gradient sums and
+:meth:`~wgsl_splat.contract.step.TrainStep.accumulate` on its views, then the replicas' gradient sums and
 densification statistics are reduced -- summed (gradients, grad_accum, denom) and maxed
 (max_radii) -- and the same reduced arrays are written back to every replica, which then applies
-the identical update (:meth:`~wgsl_splat.training.step.TrainStep.finish`). Replicas therefore stay
+the identical update (:meth:`~wgsl_splat.contract.step.TrainStep.finish`). Replicas therefore stay
 bit-identical: same parameters, same statistics, same densification decisions (same seed). Every
 ``check_every`` steps a hash of each replica's parameters is compared; a difference is an error
 that names the step.
 
 Only the first replica keeps the statistics accumulated before the step; the others start the
-step from zero (:meth:`~wgsl_splat.training.step.TrainStep.clear_stats`), so the sum counts the earlier
+step from zero (:meth:`~wgsl_splat.contract.step.TrainStep.clear_stats`), so the sum counts the earlier
 totals once.
 
 Two reducers: :class:`LocalReducer` (devices of one process, summed on the host in replica
@@ -27,8 +27,8 @@ import time
 
 import numpy as np
 
-from .state import TrainState
-from .step import TrainStep
+from ..contract.state import TrainState
+from ..contract.step import TrainStep
 from .trainer import TrainingError
 
 
@@ -161,7 +161,7 @@ class ReplicatedState(TrainState):
 
 
 class ReplicatedStep(TrainStep):
-    """A :class:`~wgsl_splat.training.step.TrainStep` over replicas (module doc). ``replicas``: this
+    """A :class:`~wgsl_splat.contract.step.TrainStep` over replicas (module doc). ``replicas``: this
     process's steps, all built from the same state; ``reducer``: how they meet the other
     processes' (``rank``-th of ``size`` processes, each with the same number of replicas)."""
 

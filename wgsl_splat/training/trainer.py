@@ -1,7 +1,7 @@
 """The training loop shared by both paths: schedules, SH growth, densification, evaluation,
 outputs, checkpoints and resume.
 
-The loop talks to a :class:`~wgsl_splat.training.step.TrainStep` (NumPy or GPU) and to a dataset object with
+The loop talks to a :class:`~wgsl_splat.contract.step.TrainStep` (NumPy or GPU) and to a dataset object with
 ``cameras``, ``train_indices``, ``test_indices``, ``load_image(i)``, ``load_target(i)`` (the image
 with its masked pixels marked, ``reference/loss.py``), ``load_mask(i)``, ``points``, ``point_colors``,
 ``scene_extent()``, ``bounds()``, ``background`` and ``notes``.
@@ -32,17 +32,17 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from ..atomic_io import make_dirs, note_written, save_npz, write_json
+from ..contract.appearance import AppearanceState
+from ..contract.optim import AdamState
+from ..contract.per_view import PerViewState
+from ..contract.pose import PoseState
+from ..contract.rows import STREAM_NOISE, stream
+from ..contract.state import HostArrays
+from ..contract.step import StepSpec, TrainStep
 from ..model import PARAM_GROUPS, SH_C0, GaussianModel, floats_per_gaussian
-from ..reference.rows import STREAM_NOISE, stream
 from ..strategy import Strategy, StrategyContext, StrategyError, make_strategy
 from .config import TrainConfig
-from .appearance import AppearanceState
-from .per_view import PerViewState
-from .pose import PoseState
 from .evaluation import Lpips, evaluate_views, held_out_views
-from .optim import AdamState
-from .state import HostArrays
-from .step import StepSpec, TrainStep
 from .views import TrainingViews
 
 CHECKPOINTS_KEPT = 2

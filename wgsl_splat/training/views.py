@@ -1,7 +1,7 @@
 """The training views as the loop and a strategy see them (:class:`TrainingViews`): each view's
 camera and image at a resolution factor (a strategy's resolution schedule,
 :meth:`~wgsl_splat.strategy.base.Strategy.resolution`), and view observations through the step
-(:meth:`~wgsl_splat.training.step.TrainStep.observe`).
+(:meth:`~wgsl_splat.contract.step.TrainStep.observe`).
 
 A view at factor ``f`` is the camera scaled by ``1/f`` (:meth:`~wgsl_splat.camera.Camera.scaled`)
 against its image area-averaged to that size (:func:`~wgsl_splat.data.images.resize_area`, the
@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from .step import TrainStep, View
+from ..contract.step import TrainStep, View
 
 
 class TrainingViews:
@@ -38,8 +38,8 @@ class TrainingViews:
         ``factor``; downscaled, a pixel is masked when any pixel it averages was."""
         if factor == 1:
             return np.ascontiguousarray(self.dataset.load_target(i), dtype=np.float32)
+        from ..contract.losses import masked_target
         from ..data.images import resize_area
-        from ..reference.loss import masked_target
 
         cam = self.camera(i, factor)
         img = resize_area(np.asarray(self.dataset.load_image(i), np.float32), cam.height, cam.width)

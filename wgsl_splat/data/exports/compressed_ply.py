@@ -21,7 +21,15 @@ from __future__ import annotations
 import numpy as np
 
 from ...model import SH_C0, GaussianModel
-from ._common import Encoded, morton_order, others, sigmoid, smallest_three, unit_quats, unorm
+from ._common import (
+    Encoded,
+    morton_order,
+    others,
+    sigmoid,
+    smallest_three,
+    unit_quats,
+    unorm,
+)
 
 CHUNK = 256
 CHUNK_PROPS = ("min_x", "min_y", "min_z", "max_x", "max_y", "max_z",

@@ -32,8 +32,16 @@ import zipfile
 import numpy as np
 
 from ...model import GaussianModel
-from ._common import Encoded, ExportError, byte, morton_order, others, sigmoid, smallest_three, \
-    unit_quats
+from ._common import (
+    Encoded,
+    ExportError,
+    byte,
+    morton_order,
+    others,
+    sigmoid,
+    smallest_three,
+    unit_quats,
+)
 
 MAX_SIDE = 16383            # WebP's largest image side
 CODEBOOK = 256

@@ -44,7 +44,7 @@ RDF_TO_RUB = np.array([1.0, -1.0, -1.0])
 def sh_axis_signs(flip: np.ndarray, degree: int = 3) -> np.ndarray:
     """Sign of each SH basis function (coefficients 1..K-1) under the axis flip ``flip``
     (diagonal): Y_k(F d) = s_k Y_k(d). Computed from our own basis, so it matches its order."""
-    from ...reference.sh import sh_basis
+    from ...contract.sh import sh_basis
 
     d = np.random.default_rng(0).normal(size=(64, 3))
     d /= np.linalg.norm(d, axis=1, keepdims=True)

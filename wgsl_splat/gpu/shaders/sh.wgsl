@@ -2,7 +2,7 @@
 // Coefficients of one splat start at params[base]: K coefficients x 3 channels, coefficient-major
 // (sh[k*3 + c]), coefficient 0 is the DC term.
 
-// The constants are generated from wgsl_splat/reference/sh.py.
+// The constants are generated from wgsl_splat/contract/sh.py.
 #include "sh_constants.wgsl"
 
 // The 16 basis values for direction d (entries beyond the degree are unused).

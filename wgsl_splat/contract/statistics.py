@@ -13,7 +13,7 @@ The three of 3DGS's adaptive density control are declared here under 3DGS's name
 needs another declares its own :class:`Statistic` (it registers itself by name).
 
 A statistic of the observable :data:`OBSERVED` is not accumulated by the training step: a view
-observation fills it (:meth:`~wgsl_splat.training.step.TrainStep.observe`: per Gaussian, its
+observation fills it (:meth:`~wgsl_splat.contract.step.TrainStep.observe`: per Gaussian, its
 blending weights α·T summed over the pixels of a view, weighted by a per-pixel map the strategy
 computes from the render and the image), when the strategy asks for one.
 """
@@ -138,7 +138,7 @@ def accumulate_numpy(stats: dict[str, np.ndarray], statistics, obs: ViewObservat
 def statistics_wgsl(statistics) -> str:
     """``accumulate_statistics(i, n, v0, s, half)`` for ``project_backward.wgsl``: statistic j lives
     at ``stats[j·n + i]``, in the order given."""
-    lines = ["// Generated from the strategy's statistics (wgsl_splat/training/statistics.py).",
+    lines = ["// Generated from the strategy's statistics (wgsl_splat/contract/statistics.py).",
              "fn accumulate_statistics(i: u32, n: u32, v0: vec4<f32>, s: Splat2D, half: vec2<f32>) {"]
     for j, stat in enumerate(statistics):
         expr = OBSERVABLES[stat.observable].wgsl

@@ -1,4 +1,5 @@
-"""Real spherical harmonics up to degree 3 (3DGS / gsplat constants and sign conventions)."""
+"""Real spherical harmonics up to degree 3 (3DGS / gsplat constants and sign conventions): the
+convention both paths and the exports share (``sh.wgsl`` includes the generated constants)."""
 
 from __future__ import annotations
 
@@ -16,7 +17,7 @@ SH_C3 = (-0.5900435899266435, 2.890611442640554, -0.4570457994644658, 0.37317633
 def sh_constants_wgsl() -> str:
     """The SH constants as WGSL (the generated ``sh_constants.wgsl`` that ``sh.wgsl`` includes):
     declared once, here."""
-    lines = ["// Generated from wgsl_splat/reference/sh.py; not a file on disk.",
+    lines = ["// Generated from wgsl_splat/contract/sh.py; not a file on disk.",
              f"const SH_C0: f32 = {SH_C0!r};", f"const SH_C1: f32 = {SH_C1!r};"]
     lines += [f"const SH_C2_{i}: f32 = {c!r};" for i, c in enumerate(SH_C2)]
     lines += [f"const SH_C3_{i}: f32 = {c!r};" for i, c in enumerate(SH_C3)]

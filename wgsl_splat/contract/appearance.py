@@ -4,7 +4,7 @@
 The loss compares ``C' = A·C + b`` with the photo, where ``C`` is the rendered pixel and ``[A | b]``
 the view's 3×4 matrix (identity at the start). Its gradients: ``dL/dC = Aᵀ·dL/dC'``,
 ``dL/dA = Σ_pixels dL/dC'·Cᵀ``, ``dL/db = Σ_pixels dL/dC'``. Each view's matrix is updated by its
-own Adam right after its view's backward pass (``training/per_view.py``). The NumPy step does it
+own Adam right after its view's backward pass (``contract/per_view.py``). The NumPy step does it
 here; the device step in ``gpu/shaders/appearance.wgsl`` (``gpu/appearance.py``).
 
 The matrices are training-only: the PLY is the standard layout, and held-out views are rendered

@@ -9,7 +9,7 @@ Gradients: the projection's backward pass gives ``dL/dR'`` and ``dL/dt'`` (the 3
 gradient, ``reference/projection.py:view_matrix_grad``); then ``dL/dτ = dL/dt'``,
 ``dL/dexp(ω) = dL/dR'·Rᵀ + dL/dt'·tᵀ`` and ``dL/dω_k = Σ dL/dexp(ω) ⊙ ∂exp(ω)/∂ω_k`` through
 SO(3)'s left Jacobian (:func:`left_jacobian`: stable in float32 near ω = 0). Each view's δ is
-updated by its own Adam right after its view's backward pass (``training/per_view.py``); the
+updated by its own Adam right after its view's backward pass (``contract/per_view.py``); the
 rotation's rate is ``pose_lr``, the translation's ``pose_lr × scene extent`` (world units, as the
 means' rate: :func:`rate_scale`).
 

@@ -19,7 +19,7 @@ from typing import Callable
 
 import numpy as np
 
-from ..options import option
+from ..options import default_of, option
 
 IMAGE_LOSS = "(1 − λ)·L1 + λ·(1 − SSIM)"
 
@@ -54,6 +54,34 @@ class ParamTerm:
     group: str                  # the parameter group (GaussianModel attribute)
     numpy: Callable[[np.ndarray], tuple[np.ndarray, np.ndarray]]
     wgsl: str
+
+
+# The image loss's constants (3DGS's ``utils/loss_utils.py``), shared by both paths' SSIM.
+SSIM_WINDOW = 11
+SSIM_SIGMA = 1.5
+SSIM_C1 = 0.01 ** 2
+SSIM_C2 = 0.03 ** 2
+DEFAULT_LAMBDA = default_of(LossConfig, "lambda_dssim")   # 3DGS's λ, declared once there
+
+
+def gaussian_window_1d(size: int = SSIM_WINDOW, sigma: float = SSIM_SIGMA) -> np.ndarray:
+    """Normalised 1D Gaussian window (float64), centred on ``size // 2`` as in 3DGS."""
+    x = np.arange(size, dtype=np.float64) - size // 2
+    g = np.exp(-(x * x) / (2.0 * sigma * sigma))
+    return g / g.sum()
+
+
+MASKED = -1.0   # the target value of a masked pixel channel (both paths test ``gt < 0``)
+
+
+def masked_target(image: np.ndarray, mask: np.ndarray | None) -> np.ndarray:
+    """``image`` (H, W, C) with :data:`MASKED` where ``mask`` (H, W) is False (a copy; the image
+    itself when there is no mask)."""
+    if mask is None:
+        return image
+    out = np.array(image, copy=True)
+    out[~np.asarray(mask, bool)] = MASKED
+    return out
 
 
 def _sigmoid_term(x):

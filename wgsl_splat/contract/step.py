@@ -7,7 +7,7 @@ perturbs the means (MCMC) and applies one Adam update in place with the gradient
 mean loss: the views' gradients are summed into one buffer and the update reads the sum times
 1/B. A data-parallel step (``wgsl_splat.training.parallel``) splits the same two halves, :meth:`accumulate`
 and :meth:`finish`, across replicas and sums their gradients in between. The step owns
-the run's :class:`~wgsl_splat.training.state.TrainState`, where densification edits the rows.
+the run's :class:`~wgsl_splat.contract.state.TrainState`, where densification edits the rows.
 ``wgsl_splat.reference.step.CpuTrainStep`` does it with the NumPy reference,
 ``wgsl_splat.gpu.step.GpuTrainStep`` on the device; the trainer loop only talks to this interface.
 """
@@ -32,8 +32,8 @@ from .state import TrainState
 @dataclass(frozen=True)
 class StepSpec:
     """What the trainer tells a path's step about the run: the optimiser, the background, the loss
-    (image terms and parameter terms, :mod:`wgsl_splat.training.losses`) and the names of the
-    statistics the strategy asks the backward pass for (:mod:`~wgsl_splat.training.statistics`)."""
+    (image terms and parameter terms, :mod:`wgsl_splat.contract.losses`) and the names of the
+    statistics the strategy asks the backward pass for (:mod:`~wgsl_splat.contract.statistics`)."""
 
     optim: OptimConfig = field(default_factory=OptimConfig)
     background: tuple = (0.0, 0.0, 0.0)
@@ -138,7 +138,7 @@ class TrainStep(ABC):
         """One optimisation step on one view. ``view_id`` names the view so that a path may keep
         ``target`` resident (the GPU path uploads each view's image once); the caller promises the
         same id always comes with the same image. ``noise = (scale, key)``: perturb the means
-        before the update (:meth:`~wgsl_splat.training.state.TrainState.perturb_means`). The losses stay
+        before the update (:meth:`~wgsl_splat.contract.state.TrainState.perturb_means`). The losses stay
         with the step until :meth:`take_losses` (the GPU path keeps them on the device)."""
         self.step_batch([View(camera, target, view_id)], active_sh_degree, noise)
 
@@ -188,7 +188,7 @@ class TrainStep(ABC):
         pixels, each pixel weighted by channel ``k`` of ``weights(image, target)`` (an
         ``(H, W, 3)`` float32 map the caller computes on the host from the render and
         ``view.target``, which must be given), to the statistic named ``into[k]`` (declared with
-        the observable ``observed``, :mod:`~wgsl_splat.training.statistics`). This is the colour
+        the observable ``observed``, :mod:`~wgsl_splat.contract.statistics`). This is the colour
         part of the rasterisation backward pass with ``weights`` as dL/dimage. Returns the renders."""
         raise NotImplementedError(f"{type(self).__name__} cannot observe views")
 

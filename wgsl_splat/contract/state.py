@@ -3,7 +3,7 @@
 
 A run's state is, per Gaussian: the parameters (:class:`~wgsl_splat.model.GaussianModel`), the two
 Adam moments (same shapes) and the statistics its strategy declared
-(:mod:`wgsl_splat.training.statistics`). The NumPy path keeps them as host arrays
+(:mod:`wgsl_splat.contract.statistics`). The NumPy path keeps them as host arrays
 (:class:`wgsl_splat.reference.state.HostState`); the GPU path keeps them on the device in a layout
 sized by a capacity that grows geometrically (:class:`wgsl_splat.gpu.state.DeviceState`) and edits
 them with kernels, reading back only counts.
@@ -62,7 +62,7 @@ MAX_SPLIT_SAMPLES = 4          # split draws are numbered src·4 + j
 
 def row_kinds_wgsl() -> str:
     """The row kinds and the split numbering as WGSL constants (the generated ``row_kinds.wgsl``)."""
-    lines = ["// Generated from wgsl_splat/training/state.py (RowKind); not a file on disk."]
+    lines = ["// Generated from wgsl_splat/contract/state.py (RowKind); not a file on disk."]
     lines += [f"const {k.name}: u32 = {int(k)}u;" for k in RowKind]
     lines.append(f"const SPLIT_DRAWS: u32 = {MAX_SPLIT_SAMPLES}u;")
     return "\n".join(lines) + "\n"
