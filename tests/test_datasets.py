@@ -16,7 +16,7 @@ import pytest
 from PIL import Image
 
 from wgsl_splat.camera import Camera
-from wgsl_splat.data.colmap import CAMERA_MODELS, qvec_to_rotmat, read_model
+from wgsl_splat.data.colmap_model import CAMERA_MODELS, qvec_to_rotmat, read_model
 from wgsl_splat.data.datasets import DatasetError, load_dataset
 from wgsl_splat.data.images import Distortion, read_image, resize_area, undistort_image
 

@@ -58,7 +58,7 @@ import numpy as np
 
 from ..camera import Camera
 from ..contract.losses import masked_target
-from .colmap import ColmapError, find_model, read_model
+from .colmap_model import ColmapError, find_model, read_model
 from .images import (
     IMAGE_EXTENSIONS,
     Distortion,
