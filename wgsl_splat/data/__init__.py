@@ -1,1 +1,2 @@
-"""Scenes and files: datasets (COLMAP, transforms.json, Blender, one image), images, PLY, the embedded scene."""
+"""Scenes and files: datasets (load_dataset; one module per format in formats/: COLMAP,
+transforms.json, Blender, one image), images, PLY, the embedded scene."""

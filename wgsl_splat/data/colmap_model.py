@@ -3,7 +3,8 @@
 Pure parsing with ``struct``/NumPy, no dependency on COLMAP. Layouts follow COLMAP's
 ``src/colmap/scene/reconstruction_io.cc``; poses are world-to-camera with quaternions w,x,y,z and
 COLMAP's pixel convention (the centre of the top-left pixel is (0.5, 0.5)), as in docs/design.md §2.
-:mod:`wgsl_splat.data.datasets` turns a model into cameras; this module knows nothing about images.
+:mod:`wgsl_splat.data.formats.colmap` turns a model into a scene's cameras; this module knows
+nothing about images.
 """
 
 from __future__ import annotations

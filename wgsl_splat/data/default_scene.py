@@ -375,10 +375,11 @@ def scene_extent(cameras: list[Camera]) -> float:
 
 def default_dataset(*, resolution: int = 1, eval_split: bool = False, width: int = 192, height: int = 192,
                     num_cameras: int = 32, num_points: int = 3000, background=(0.0, 0.0, 0.0)):
-    """The embedded scene as a :class:`~wgsl_splat.data.datasets.Dataset` (what ``train`` uses when no
+    """The embedded scene as a :class:`~wgsl_splat.data.dataset.Dataset` (what ``train`` uses when no
     data path is given): ``width``×``height`` divided by ``resolution``, every 8th view held out
     with ``eval_split``."""
-    from .datasets import Dataset, check_downscale
+    from .dataset import Dataset
+    from .sources import check_downscale
 
     check_downscale(resolution, [(width, height)])
     scene = make_default_scene(max(8, int(width // resolution)), max(8, int(height // resolution)),
