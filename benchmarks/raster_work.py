@@ -31,8 +31,8 @@ from wgsl_splat.reference.projection import project, rect_min_q, tile_q_bound  #
 
 def load_model(path: str):
     if path.endswith(".npz"):
-        from wgsl_splat.training.trainer import Trainer
-        return Trainer.load_checkpoint(path)[1].model
+        from wgsl_splat.training.checkpoints import load_checkpoint
+        return load_checkpoint(path)[1].model
     return load_ply(path)
 
 

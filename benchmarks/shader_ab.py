@@ -48,9 +48,9 @@ def worker(args) -> None:
     from wgsl_splat.data.datasets import load_dataset
     from wgsl_splat.gpu.runtime import select_device
     from wgsl_splat.gpu.step import GpuTrainStep
-    from wgsl_splat.training.trainer import Trainer
+    from wgsl_splat.training.checkpoints import load_checkpoint
 
-    model = Trainer.load_checkpoint(args.checkpoint)[1].model
+    model = load_checkpoint(args.checkpoint)[1].model
     bg = (1.0, 1.0, 1.0) if args.white_background else (0.0, 0.0, 0.0)
     ds = load_dataset(args.scene, resolution=args.resolution, eval_split=True, background=bg)
     views = ds.train_indices[:20]

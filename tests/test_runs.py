@@ -15,7 +15,8 @@ from test_trainer import cpu_factory, run, tiny_config
 from wgsl_splat.app.cli import main
 from wgsl_splat.app.run_dir import RunLock
 from wgsl_splat.data.default_scene import default_dataset
-from wgsl_splat.training.trainer import Trainer, TrainingError
+from wgsl_splat.training.errors import TrainingError
+from wgsl_splat.training.trainer import Trainer
 
 QUICK = ["--preset", "smoke", "-r", "8", "--device", "cpu"]
 

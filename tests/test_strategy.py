@@ -139,7 +139,7 @@ def test_adc_grows_no_further_than_the_views_observe(tmp_path):
     # end to end (NumPy path): the run stops growing at the cap and says why
     from test_trainer import tiny_dataset
 
-    from wgsl_splat.training.trainer import training_observations
+    from wgsl_splat.training.startup import training_observations
 
     obs = training_observations(tiny_dataset())
     assert obs == 3 * 14 * 32 * 32

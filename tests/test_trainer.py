@@ -18,8 +18,10 @@ from wgsl_splat.reference import rows
 from wgsl_splat.reference.step import CpuTrainStep
 from wgsl_splat.strategy import ADCConfig
 from wgsl_splat.strategy.adc import ADCRound
+from wgsl_splat.training.checkpoints import load_checkpoint
 from wgsl_splat.training.config import preset
-from wgsl_splat.training.trainer import Trainer, TrainingError
+from wgsl_splat.training.errors import TrainingError
+from wgsl_splat.training.trainer import Trainer
 
 
 def tiny_dataset():
@@ -155,7 +157,7 @@ def test_divergence_stops_and_keeps_last_good_checkpoint(tmp_path, step_class, g
     ckpts = sorted(os.listdir(tmp_path / "checkpoints"))
     assert ckpts == [f"ckpt_{k:06d}.npz" for k in good]
     assert not (tmp_path / "point_cloud").exists()       # no PLY from the diverged state
-    meta, arrays = Trainer.load_checkpoint(str(tmp_path / "checkpoints" / ckpts[0]))
+    meta, arrays = load_checkpoint(str(tmp_path / "checkpoints" / ckpts[0]))
     assert all(np.all(np.isfinite(v)) for v in arrays.model.arrays().values())
 
 
@@ -327,7 +329,7 @@ def test_a_densification_step_at_the_end_leaves_one_final_state(tmp_path):
     cfg = tiny_config(16)          # ADC every 4 steps from 4 to 20: step 16 is on the schedule
     trainer, summary, _ = run(tmp_path, cfg)
     ply = load_ply(tmp_path / "point_cloud" / "iteration_16" / "point_cloud.ply")
-    _, arrays = Trainer.load_checkpoint(str(tmp_path / "checkpoints" / "ckpt_000016.npz"))
+    _, arrays = load_checkpoint(str(tmp_path / "checkpoints" / "ckpt_000016.npz"))
     assert len(ply) == len(arrays.model) == summary["num_gaussians"]
     for name, x in ply.arrays().items():
         np.testing.assert_array_equal(x, arrays.model.arrays()[name], err_msg=name)
@@ -354,7 +356,7 @@ def test_a_failing_final_evaluation_leaves_the_final_ply_and_checkpoint(tmp_path
     ply = tmp_path / "point_cloud" / f"iteration_{iters}" / "point_cloud.ply"
     ckpt = tmp_path / "checkpoints" / f"ckpt_{iters:06d}.npz"
     assert ply.is_file() and ckpt.is_file(), f"iters={iters}"
-    _, arrays = Trainer.load_checkpoint(str(ckpt))
+    _, arrays = load_checkpoint(str(ckpt))
     assert len(load_ply(ply)) == len(arrays.model)
     metrics = json.loads((tmp_path / "metrics.json").read_text())
     assert list(metrics) == ["iteration_4"]

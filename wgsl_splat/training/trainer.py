@@ -7,137 +7,57 @@ with its masked pixels marked, ``reference/loss.py``), ``load_mask(i)``, ``point
 ``scene_extent()``, ``bounds()``, ``background`` and ``notes``.
 
 Outputs in ``out_dir``: ``cfg.json``, ``train.log``, ``metrics.json``,
-``point_cloud/iteration_K/point_cloud.ply`` (3DGS layout), ``checkpoints/ckpt_K.npz`` (parameters,
-Adam state, densification statistics, RNG state, camera order, the run's configuration — written
-atomically, the last two kept), and ``test/iteration_K/*.png`` renders of the evaluated views.
-One folder holds one run (the CLI enforces it, :mod:`wgsl_splat.app.run_dir`), so the checkpoints in
+``point_cloud/iteration_K/point_cloud.ply`` (3DGS layout), ``checkpoints/ckpt_K.npz``
+(:mod:`.checkpoints`), and ``test/iteration_K/*.png`` renders of the evaluated views. One folder
+holds one run (the CLI enforces it, :mod:`wgsl_splat.app.run_dir`), so the checkpoints in
 ``checkpoints/`` form one history and "the last two" and "latest" are well defined.
 
-Nothing non-finite is ever written: the parameters are checked before every PLY and checkpoint,
-the losses before every output, and a diverged run stops with its last good checkpoint intact.
-SIGINT and SIGTERM finish the current step, write a checkpoint and a PLY, and end the run.
+The run starts from :mod:`.startup` (the initial model, the scene's extent) and is watched by
+:mod:`.health`: nothing non-finite is ever written, and a diverged run stops with its last good
+checkpoint intact. SIGINT and SIGTERM finish the current step, write a checkpoint and a PLY, and
+end the run.
 """
 
 from __future__ import annotations
 
 import contextlib
 import json
-import math
 import os
 import signal
 import time
-import zipfile
 from dataclasses import dataclass, field
 
 import numpy as np
 
-from ..atomic_io import make_dirs, note_written, save_npz, write_json
+from ..atomic_io import make_dirs, note_written, write_json
 from ..contract.appearance import AppearanceState
-from ..contract.optim import AdamState
-from ..contract.per_view import PerViewState
 from ..contract.pose import PoseState
 from ..contract.rows import STREAM_NOISE, stream
 from ..contract.state import HostArrays
 from ..contract.step import StepSpec, TrainStep
-from ..model import PARAM_GROUPS, SH_C0, GaussianModel, floats_per_gaussian
+from ..model import GaussianModel, floats_per_gaussian
 from ..strategy import Strategy, StrategyContext, StrategyError, make_strategy
+from .checkpoints import (
+    CHECKPOINT_FORMAT,
+    check_resumable,
+    checkpoint_files,
+    dataset_shape,
+    find_checkpoint,
+    load_checkpoint,
+    load_per_view,
+    write_checkpoint,
+)
 from .config import TrainConfig
-from .evaluation import Lpips, evaluate_views, held_out_views
+from .errors import TrainingError
+from .evaluation import Lpips, evaluate_views
+from .health import check_loss, divergence, empty_image_loss
+from .startup import check_new_run, initial_model, scene_extent, training_observations
 from .views import TrainingViews
 
-CHECKPOINTS_KEPT = 2
-# A Gaussian this many times larger than the scene (the camera rig's radius) has blown up: healthy
-# runs stay under ~1x (the embedded scene: 0.1x), a 100x learning rate reached 5000x-5e7x.
-EXPLODED_SCALE = 1000.0
-# A model that renders no better than the background alone (its training loss at least this share
-# of the empty image's) while fewer than COLLAPSED_COUNT of its starting Gaussians are left has
-# collapsed: mouse -r 8 at 300x-1000x --lr-scale ended there (loss 0.689 of the empty 0.691, N 152
-# of 4 443, 4.1 dB) and exited 0. Healthy runs stay far below (mouse: 0.09-0.55 after a reset).
-COLLAPSED_LOSS = 0.95
-COLLAPSED_COUNT = 0.1
-# 2: meta carries the run's data/resolution and the dataset's shape; 3: the strategy's name and
-# state, statistics stored by name (format 2 is ADC's three)
-CHECKPOINT_FORMAT = 3
+# check_new_run only while app/train.py imports it from here instead of from .startup
+__all__ = ["Trainer", "TrainingError", "check_new_run", "filter_3d_refresh_due", "find_checkpoint"]
+
 STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM)
-
-
-class TrainingError(RuntimeError):
-    """Training cannot go on (diverged, bad data); the message says what to do."""
-
-
-def nonfinite_groups(model: GaussianModel) -> list[str]:
-    """Names of the parameter arrays holding NaN or infinity."""
-    return [k for k, v in model.arrays().items() if not np.all(np.isfinite(v))]
-
-
-def checkpoint_files(checkpoint_dir: str) -> list[str]:
-    """The run's checkpoints, oldest first (their names sort by step)."""
-    if not os.path.isdir(checkpoint_dir):
-        return []
-    return [os.path.join(checkpoint_dir, f) for f in sorted(os.listdir(checkpoint_dir))
-            if f.startswith("ckpt_") and f.endswith(".npz")]
-
-
-def read_checkpoint_meta(path: str) -> dict:
-    """The metadata of a checkpoint written by :meth:`Trainer.save_checkpoint`, or a
-    :class:`TrainingError` saying why ``path`` is not one (missing, a PLY, empty, truncated)."""
-    hint = "--resume takes 'latest' or a checkpoints/ckpt_*.npz file written by train"
-    try:
-        with open(path, "rb") as f:
-            magic = f.read(4)
-    except OSError as exc:
-        raise TrainingError(f"cannot read checkpoint {path}: {exc.strerror or exc}") from None
-    if magic.startswith(b"ply"):
-        raise TrainingError(f"{path} is a PLY model, not a checkpoint (it holds no optimiser "
-                            f"state to continue from); {hint}")
-    if magic != b"PK\x03\x04":
-        what = "empty" if not magic else "not a checkpoint"
-        raise TrainingError(f"{path} is {what}; {hint}")
-    try:
-        with np.load(path) as z:
-            if "meta" not in z.files:
-                raise TrainingError(f"{path} is not a wgsl_splat checkpoint (no meta); {hint}")
-            return json.loads(bytes(z["meta"]).decode())
-    except (OSError, ValueError, EOFError, zipfile.BadZipFile, UnicodeDecodeError) as exc:
-        raise TrainingError(f"checkpoint {path} is damaged ({exc})") from None
-
-
-def find_checkpoint(checkpoint_dir: str, resume: str, log) -> tuple[str, dict]:
-    """``(path, meta)`` of the checkpoint ``--resume`` names.
-
-    ``latest``: the newest intact checkpoint of ``checkpoint_dir``; a damaged newer one (truncated
-    or empty, e.g. a disk that filled up, a copy cut short) is renamed ``*.damaged`` with a log line,
-    so that it is neither picked again nor counted when old checkpoints are pruned. A path inside
-    ``checkpoint_dir`` must be its newest checkpoint: continuing from an older one would mix two
-    histories in one folder (resume it into a new folder instead).
-    """
-    if resume != "latest":
-        meta = read_checkpoint_meta(resume)
-        here = checkpoint_files(checkpoint_dir)
-        if here and os.path.samefile(os.path.dirname(os.path.abspath(resume)), checkpoint_dir) \
-                and not os.path.samefile(resume, here[-1]):
-            raise TrainingError(f"{resume} is not the newest checkpoint of this run "
-                                f"({os.path.basename(here[-1])} is): continue from it into a new "
-                                f"--out, or use --resume latest")
-        return resume, meta
-    candidates = checkpoint_files(checkpoint_dir)
-    if not candidates:
-        raise TrainingError(f"--resume: no checkpoint in {checkpoint_dir}: the run stopped before "
-                            f"writing one; start it again without --resume")
-    for path in reversed(candidates):
-        try:
-            return path, read_checkpoint_meta(path)
-        except TrainingError as exc:
-            os.replace(path, path + ".damaged")
-            log(f"{exc}; renamed it to {os.path.basename(path)}.damaged and trying the one before")
-    raise TrainingError(f"--resume latest: every checkpoint in {checkpoint_dir} is damaged")
-
-
-def dataset_shape(dataset) -> dict:
-    """What a checkpoint must agree with to continue on ``dataset``: its views and image sizes."""
-    return dict(views=len(dataset.cameras), train=len(dataset.train_indices),
-                test=len(dataset.test_indices),
-                sizes=sorted({f"{c.width}x{c.height}" for c in dataset.cameras}))
 
 
 @dataclass
@@ -164,94 +84,6 @@ class Timing:
         return ", ".join(f"{k} {v:.1f}s ({100 * v / total:.0f}%)" for k, v in
                          sorted(self.totals.items(), key=lambda kv: -kv[1]))
 
-
-def initial_model(dataset, cfg: TrainConfig, rng: np.random.Generator, log,
-                  strategy: Strategy | None = None) -> GaussianModel:
-    """SfM points when the scene has them, otherwise random points inside the scene bounds, with
-    the strategy's initial opacity and scale factor (ADC: 0.1 and 1; MCMC: 0.5 and 0.1).
-
-    Random points get 3DGS's "random colours" (``readNerfSyntheticInfo``): SH DC coefficients drawn
-    from [0, 1/255), i.e. a faint grey of 0.5 — a neutral fog that the first steps carve away,
-    rather than saturated colours that must first be unlearned.
-    """
-    init = {} if strategy is None else dict(initial_opacity=strategy.init_opacity,
-                                             scale_factor=strategy.init_scale)
-    if dataset.points is not None and len(dataset.points) > 0:
-        log(f"init: {len(dataset.points)} points from the scene's point cloud")
-        return GaussianModel.from_points(dataset.points, dataset.point_colors,
-                                         sh_degree=cfg.sh_degree, **init)
-    lo, hi = (np.asarray(b, dtype=np.float64) for b in dataset.bounds())
-    n = initial_count(dataset, cfg, strategy)
-    log(f"init: no point cloud, {n} random points in the scene bounds {np.round(lo, 3)}..{np.round(hi, 3)}")
-    points = rng.uniform(lo, hi, size=(n, 3))
-    colors = 0.5 + SH_C0 * rng.uniform(0.0, 1.0 / 255.0, size=(n, 3))
-    return GaussianModel.from_points(points, colors, sh_degree=cfg.sh_degree, **init)
-
-
-def initial_count(dataset, cfg: TrainConfig, strategy: Strategy | None = None) -> int:
-    """How many Gaussians a new run starts from (:func:`initial_model`): the point cloud, or
-    the random points the strategy takes of ``random_init_points``."""
-    if dataset.points is not None and len(dataset.points) > 0:
-        return len(dataset.points)
-    n = cfg.random_init_points
-    return n if strategy is None else strategy.random_init_points(n)
-
-
-def check_new_run(dataset, cfg: TrainConfig) -> None:
-    """Refuse (:class:`TrainingError`) what a new run on ``dataset`` would be refused for after
-    initialisation, before any image is decoded or anything is written: the configuration, and
-    the strategy against the model the run starts from (e.g. MCMC's --cap-max below it)."""
-    try:
-        cfg.check()
-        cfg.optim.for_batch(cfg.batch_size)
-        strategy = make_strategy(cfg, StrategyContext(
-            scene_extent(dataset), all(c >= 1.0 for c in cfg.background), cfg.seed,
-            observations=training_observations(dataset),
-            params_per_gaussian=floats_per_gaussian(cfg.sh_degree), iters=cfg.iters,
-            log=lambda line: None))
-        strategy.check(initial_count(dataset, cfg, strategy))
-    except (ValueError, StrategyError) as exc:
-        raise TrainingError(str(exc)) from None
-    if not dataset.train_indices:
-        raise TrainingError("the dataset has no training views")
-    if cfg.appearance and dataset.test_indices and not held_out_views(dataset):
-        raise TrainingError("--appearance with --eval: this split holds out no view that is not "
-                            "also trained on (one view), so the evaluation would score colour "
-                            "transforms fitted on the test view itself; drop one of the two")
-    if cfg.pose_opt and len(dataset.train_indices) < 2:
-        raise TrainingError("--pose-opt needs two or more training views: against one view a pose "
-                            "correction only moves the camera with the scene (nothing to refine "
-                            "it against); drop the flag")
-
-
-def empty_image_loss(dataset, cfg: TrainConfig, views: int = 8) -> float:
-    """The image loss of a model that renders nothing (the background alone), averaged over up to
-    ``views`` training views spread over the set: what a model that collapsed to nothing scores."""
-    from ..reference.loss import loss_and_grad
-
-    ids = dataset.train_indices
-    pick = sorted({ids[int(k)] for k in np.linspace(0, len(ids) - 1, min(views, len(ids))).round()})
-    lam = cfg.loss.lambda_dssim
-    losses = []
-    for i in pick:
-        gt = np.asarray(dataset.load_target(i), np.float32)
-        empty = np.broadcast_to(np.asarray(cfg.background, np.float32), gt.shape)
-        losses.append(loss_and_grad(empty, gt, lam)[0])
-    return float(np.mean(losses))
-
-
-def training_observations(dataset) -> int:
-    """How many values the training views constrain: three colour channels per pixel."""
-    cams = dataset.cameras
-    return sum(3 * cams[i].width * cams[i].height for i in dataset.train_indices)
-
-
-def scene_extent(dataset) -> float:
-    extent = float(dataset.scene_extent())
-    if not math.isfinite(extent) or extent <= 1e-6:  # a single view: use the bounds instead
-        lo, hi = (np.asarray(b, dtype=np.float64) for b in dataset.bounds())
-        extent = max(float(np.linalg.norm(hi - lo)) / 2, 1e-3)
-    return extent
 
 
 def filter_3d_refresh_due(it: int, cfg: TrainConfig, strategy: Strategy) -> bool:
@@ -324,7 +156,7 @@ class Trainer:
     def train_target(self, i: int) -> np.ndarray | None:
         """View ``i``'s image for a step, or None when the step keeps it resident already (the GPU
         path uploads each view once): no float copy of the training images is kept on the host,
-        the dataset holds them decoded as 8-bit (:meth:`~wgsl_splat.data.datasets.Dataset.preload`)."""
+        the dataset holds them decoded as 8-bit (:meth:`~wgsl_splat.data.dataset.Dataset.preload`)."""
         return self.views.view(i).target
 
     def next_view(self) -> int:
@@ -337,32 +169,10 @@ class Trainer:
         return os.path.join(self.out_dir, "checkpoints")
 
     def require_sane(self, model: GaussianModel, iteration: int, what: str) -> None:
-        """Refuse to write ``what`` from a diverged state: the last good checkpoint stays the latest.
-
-        Diverged: a parameter is not finite, or the run collapsed without overflowing (what a 100x
-        learning rate does on the embedded scene): the training loss is no lower than at the start
-        while Gaussians grew to over :data:`EXPLODED_SCALE` times the scene (both conditions, so
-        that neither the loss spike after an opacity reset nor one huge background Gaussian of a
-        good run trips it), or the model collapsed to nothing: it renders no better than the
-        background alone while pruning left under :data:`COLLAPSED_COUNT` of its starting
-        Gaussians (both, again: the loss after an opacity reset approaches the empty image's, a
-        pruned random initialisation loses most of its points), or nothing is left of it."""
-        bad = nonfinite_groups(model)
-        problem = f"parameters {', '.join(bad)} are not finite" if bad else None
-        if len(model) == 0:
-            problem = "no Gaussian is left (densification pruned them all)"
-        excess = float(np.max(model.log_scales, initial=-np.inf)) - math.log(self.extent)
-        first, now = self.loss_first, self.loss_ema
-        if (not bad and excess > math.log(EXPLODED_SCALE) and first is not None
-                and now is not None and now >= first):
-            problem = (f"the training loss went from {first:.3f} to {now:.3f} while Gaussians grew "
-                       f"to {math.exp(min(excess, 700.0)):.0e} times the scene extent")
-        empty, start_n = self.empty_loss, self.initial_n
-        if (not problem and now is not None and empty and start_n
-                and now >= COLLAPSED_LOSS * empty and len(model) < COLLAPSED_COUNT * start_n):
-            problem = (f"the model collapsed: it renders no better than the background alone "
-                       f"(training loss {now:.3f}, the empty image's {empty:.3f}) and {len(model)} "
-                       f"of its {start_n} starting Gaussians are left")
+        """Refuse to write ``what`` from a diverged state (:func:`~.health.divergence`): the last
+        good checkpoint stays the latest."""
+        problem = divergence(model, self.extent, self.loss_first, self.loss_ema, self.empty_loss,
+                             self.initial_n)
         if problem:
             raise TrainingError(f"{problem} at step {iteration}: training diverged and the {what} "
                                 f"was not written; the last good checkpoint is "
@@ -372,52 +182,14 @@ class Trainer:
     def save_checkpoint(self, iteration: int) -> str:
         state = self.step.state.download()
         self.require_sane(state.model, iteration, "checkpoint")
-        arrays = {f"model.{k}": v for k, v in state.model.arrays().items()}
-        arrays.update({f"adam.{k}": v for k, v in state.adam.to_arrays().items()})
-        arrays.update({f"stats.{k}": v for k, v in state.stats.items()})
         app = self.step.appearance_state()
-        if app is not None:   # --appearance: training-only, in the checkpoint, never the PLY
-            arrays.update({f"appearance.{k}": v for k, v in app.to_arrays().items()})
         poses = self.step.pose_state()
-        if poses is not None:   # --pose-opt: training-only, in the checkpoint, never the PLY
-            arrays.update({f"pose.{k}": v for k, v in poses.to_arrays().items()})
         meta = dict(iteration=iteration, rng=self.rng.bit_generator.state, view_stack=self.view_stack,
                     config=self.cfg.to_dict(), extent=self.extent, run=self.run_info,
                     initial_gaussians=self.initial_n,
                     dataset=dataset_shape(self.dataset), format=CHECKPOINT_FORMAT,
                     strategy=dict(name=self.strategy.name, state=self.strategy.state_dict()))
-        arrays["meta"] = np.frombuffer(json.dumps(meta).encode(), dtype=np.uint8)
-        make_dirs(self.checkpoint_dir())
-        path = os.path.join(self.checkpoint_dir(), f"ckpt_{iteration:06d}.npz")
-        save_npz(path, **arrays)
-        for old in checkpoint_files(self.checkpoint_dir())[:-CHECKPOINTS_KEPT]:
-            os.remove(old)
-        return path
-
-    @staticmethod
-    def load_checkpoint(path: str) -> tuple[dict, HostArrays]:
-        read_checkpoint_meta(path)   # a clear message for what is not a checkpoint at all
-        try:
-            with np.load(path) as z:
-                meta = json.loads(bytes(z["meta"]).decode())
-                model = GaussianModel(**{k: z[f"model.{k}"] for k in PARAM_GROUPS})
-                adam = AdamState.from_arrays({k[5:]: z[k] for k in z.files if k.startswith("adam.")})
-                stats = {k[6:]: z[k] for k in z.files if k.startswith("stats.")}
-                arrays = HostArrays(model, adam, stats)
-        except (OSError, KeyError, ValueError, EOFError, zipfile.BadZipFile) as exc:
-            raise TrainingError(f"cannot read checkpoint {path}: {exc}") from None
-        meta.setdefault("strategy", dict(name="adc", state={}))   # format 2: ADC
-        return meta, arrays
-
-    @staticmethod
-    def load_per_view(path: str, state: type[PerViewState], prefix: str, what: str):
-        """The per-view parameters (``state``'s kind, saved as ``prefix.*``) a checkpoint holds."""
-        try:
-            with np.load(path) as z:
-                return state.from_arrays(
-                    {k[len(prefix) + 1:]: z[k] for k in z.files if k.startswith(prefix + ".")})
-        except (OSError, KeyError, ValueError, EOFError, zipfile.BadZipFile) as exc:
-            raise TrainingError(f"cannot read the {what} of checkpoint {path}: {exc}") from None
+        return write_checkpoint(self.checkpoint_dir(), iteration, state, app, poses, meta)
 
     def latest_checkpoint(self) -> str | None:
         found = checkpoint_files(self.checkpoint_dir())
@@ -463,8 +235,8 @@ class Trainer:
         meta = None
         if resume:
             path, _ = find_checkpoint(self.checkpoint_dir(), resume, self.log)
-            meta, arrays = self.load_checkpoint(path)
-            self.check_resumable(meta, path)
+            meta, arrays = load_checkpoint(path)
+            check_resumable(meta, path, self.dataset, cfg.strategy)
             self.rng.bit_generator.state = meta["rng"]
             self.view_stack = list(meta["view_stack"])
             self.extent = float(meta["extent"])
@@ -503,10 +275,10 @@ class Trainer:
                         pose_views=len(self.dataset.cameras) if cfg.pose_opt else 0)
         self.step: TrainStep = self.step_factory(arrays, spec)
         if meta is not None and cfg.appearance:
-            self.step.load_appearance(self.load_per_view(path, AppearanceState, "appearance",
-                                                         "appearance"))
+            self.step.load_appearance(load_per_view(path, AppearanceState, "appearance",
+                                                    "appearance"))
         if meta is not None and cfg.pose_opt:
-            self.step.load_pose(self.load_per_view(path, PoseState, "pose", "pose corrections"))
+            self.step.load_pose(load_per_view(path, PoseState, "pose", "pose corrections"))
         ctx.max_gaussians = self.step.max_gaussians
         self.views = ctx.views = TrainingViews(self.dataset, self.step, self.active_sh_degree)
         # antialiased: the 3D filter from the training views (a resumed run recomputes it)
@@ -516,24 +288,6 @@ class Trainer:
                                                                 run=self.run_info,
                                                                 dataset_notes=list(self.dataset.notes)))
         return start
-
-    def check_resumable(self, meta: dict, path: str) -> None:
-        """The checkpoint must come from a run on this dataset at this resolution."""
-        theirs, ours = meta.get("dataset"), dataset_shape(self.dataset)
-        if theirs is not None and theirs != ours:
-            def show(d):
-                return (f"{d['train']} training + {d['test']} test views of "
-                        f"{', '.join(d['sizes'][:3])} px")
-            raise TrainingError(f"{path} was trained on {show(theirs)}, this dataset has "
-                                f"{show(ours)}: a different scene, -r or --eval split")
-        theirs = meta.get("strategy", {}).get("name", "adc")
-        if theirs != self.cfg.strategy:
-            raise TrainingError(f"{path} was trained with --strategy {theirs}, not "
-                                f"{self.cfg.strategy}: continue it with its own strategy, or train "
-                                f"into a new --out")
-        stack = meta.get("view_stack", [])
-        if any(not 0 <= int(v) < len(self.dataset.cameras) for v in stack):
-            raise TrainingError(f"{path} refers to views this dataset does not have")
 
     # -- the loop: one session of training, in named phases -----------------------------------------
     def run(self, resume: str | None = None, progress=None, on_step=None,
@@ -640,11 +394,7 @@ class Trainer:
                 or s.stop_signal is not None):
             t = time.perf_counter()
             for loss in self.step.take_losses():
-                if not math.isfinite(loss):
-                    raise TrainingError(
-                        f"the loss became {loss} by step {it}: training diverged. The last good "
-                        f"checkpoint is {s.last_good or 'none (diverged before the first checkpoint)'}; "
-                        f"resume from it with lower learning rates or report the scene.")
+                check_loss(loss, it, s.last_good)
                 self.loss_ema = loss if self.loss_ema is None else 0.9 * self.loss_ema + 0.1 * loss
             if self.loss_first is None and self.loss_ema is not None:
                 self.loss_first = self.loss_ema

@@ -1,0 +1,92 @@
+"""What a run starts from and what it checks before it starts: the initial model, the refusals a
+new run gets before any image is decoded, and the scene's measures the run is scaled by (its
+extent, how many values the training views observe)."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from ..model import SH_C0, GaussianModel, floats_per_gaussian
+from ..strategy import Strategy, StrategyContext, StrategyError, make_strategy
+from .config import TrainConfig
+from .errors import TrainingError
+from .evaluation import held_out_views
+
+
+def initial_model(dataset, cfg: TrainConfig, rng: np.random.Generator, log,
+                  strategy: Strategy | None = None) -> GaussianModel:
+    """SfM points when the scene has them, otherwise random points inside the scene bounds, with
+    the strategy's initial opacity and scale factor (ADC: 0.1 and 1; MCMC: 0.5 and 0.1).
+
+    Random points get 3DGS's "random colours" (``readNerfSyntheticInfo``): SH DC coefficients drawn
+    from [0, 1/255), i.e. a faint grey of 0.5 — a neutral fog that the first steps carve away,
+    rather than saturated colours that must first be unlearned.
+    """
+    init = {} if strategy is None else dict(initial_opacity=strategy.init_opacity,
+                                             scale_factor=strategy.init_scale)
+    if dataset.points is not None and len(dataset.points) > 0:
+        log(f"init: {len(dataset.points)} points from the scene's point cloud")
+        return GaussianModel.from_points(dataset.points, dataset.point_colors,
+                                         sh_degree=cfg.sh_degree, **init)
+    lo, hi = (np.asarray(b, dtype=np.float64) for b in dataset.bounds())
+    n = initial_count(dataset, cfg, strategy)
+    log(f"init: no point cloud, {n} random points in the scene bounds {np.round(lo, 3)}..{np.round(hi, 3)}")
+    points = rng.uniform(lo, hi, size=(n, 3))
+    colors = 0.5 + SH_C0 * rng.uniform(0.0, 1.0 / 255.0, size=(n, 3))
+    return GaussianModel.from_points(points, colors, sh_degree=cfg.sh_degree, **init)
+
+
+def initial_count(dataset, cfg: TrainConfig, strategy: Strategy | None = None) -> int:
+    """How many Gaussians a new run starts from (:func:`initial_model`): the point cloud, or
+    the random points the strategy takes of ``random_init_points``."""
+    if dataset.points is not None and len(dataset.points) > 0:
+        return len(dataset.points)
+    n = cfg.random_init_points
+    return n if strategy is None else strategy.random_init_points(n)
+
+
+def check_new_run(dataset, cfg: TrainConfig) -> None:
+    """Refuse (:class:`TrainingError`) what a new run on ``dataset`` would be refused for after
+    initialisation, before any image is decoded or anything is written: the configuration, and
+    the strategy against the model the run starts from (e.g. MCMC's --cap-max below it)."""
+    try:
+        cfg.check()
+        cfg.optim.for_batch(cfg.batch_size)
+        strategy = make_strategy(cfg, StrategyContext(
+            scene_extent(dataset), all(c >= 1.0 for c in cfg.background), cfg.seed,
+            observations=training_observations(dataset),
+            params_per_gaussian=floats_per_gaussian(cfg.sh_degree), iters=cfg.iters,
+            log=lambda line: None))
+        strategy.check(initial_count(dataset, cfg, strategy))
+    except (ValueError, StrategyError) as exc:
+        raise TrainingError(str(exc)) from None
+    if not dataset.train_indices:
+        raise TrainingError("the dataset has no training views")
+    if cfg.appearance and dataset.test_indices and not held_out_views(dataset):
+        raise TrainingError("--appearance with --eval: this split holds out no view that is not "
+                            "also trained on (one view), so the evaluation would score colour "
+                            "transforms fitted on the test view itself; drop one of the two")
+    if cfg.pose_opt and len(dataset.train_indices) < 2:
+        raise TrainingError("--pose-opt needs two or more training views: against one view a pose "
+                            "correction only moves the camera with the scene (nothing to refine "
+                            "it against); drop the flag")
+
+
+def training_observations(dataset) -> int:
+    """How many values the training views constrain: three colour channels per pixel."""
+    cams = dataset.cameras
+    return sum(3 * cams[i].width * cams[i].height for i in dataset.train_indices)
+
+
+def scene_extent(dataset) -> float:
+    """The scene's size the means' learning rate and the strategies' thresholds scale with
+    (:meth:`~wgsl_splat.data.dataset.Dataset.scene_extent`), or half the diagonal of its bounds
+    when the cameras give none."""
+    extent = float(dataset.scene_extent())
+    if not math.isfinite(extent) or extent <= 1e-6:  # a single view: use the bounds instead
+        lo, hi = (np.asarray(b, dtype=np.float64) for b in dataset.bounds())
+        extent = max(float(np.linalg.norm(hi - lo)) / 2, 1e-3)
+    return extent
+
