@@ -29,7 +29,7 @@ import numpy as np
 
 from ..contract.state import TrainState
 from ..contract.step import TrainStep
-from .trainer import TrainingError
+from .errors import TrainingError
 
 
 class ReplicaDivergence(TrainingError):
