@@ -95,7 +95,7 @@ def time_sorts(ctx, renderer: GpuRenderer, runs: int) -> dict:
         pool.write("bench_counters", np.array([m, m, max(1024, next_pow2(m)), 0], np.uint32))
         submit(lambda cp: bit.encode(cp, "bench_bk", "bench_bv", "bench_counters"))
 
-    rad = RadixSorter(lib, pool, "bench_radix", threads=renderer.threads)
+    rad = RadixSorter(lib, pool, "bench_radix", renderer.layout)
     tiles_total = renderer.tiles_x * renderer.tiles_y
     rad.configure(m, max(1, (tiles_total - 1).bit_length()), count_slot=0)
 

@@ -27,6 +27,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from wgsl_splat.contract.optim import AdamState, OptimConfig, adam_step  # noqa: E402
 from wgsl_splat.gpu.adam import GpuAdam, ParamLayout  # noqa: E402
+from wgsl_splat.gpu.device import Gpu  # noqa: E402
 from wgsl_splat.gpu.loss import GpuLoss  # noqa: E402
 from wgsl_splat.gpu.pool import BufferPool  # noqa: E402
 from wgsl_splat.gpu.runtime import select_device  # noqa: E402
@@ -67,7 +68,8 @@ def main(argv=None) -> None:
     # -- loss ---------------------------------------------------------------------------------------
     gt = rng.uniform(0, 1, (h, w, 3)).astype(np.float32)
     img = np.clip(gt + rng.normal(0, 0.1, gt.shape), 0, 1).astype(np.float32)
-    loss = GpuLoss(ctx, pool, lib)
+    gpu = Gpu(ctx, pool, lib)
+    loss = GpuLoss(gpu)
     loss.upload_target(img, "image")
     loss.upload_target(gt, "loss_target")
     loss.configure(w, h)
@@ -96,7 +98,7 @@ def main(argv=None) -> None:
     # -- adam ---------------------------------------------------------------------------------------
     n, k = args.gaussians, num_sh_coeffs(args.degree)
     layout = ParamLayout.flat(n, k)
-    adam = GpuAdam(ctx, pool, lib, OptimConfig(), zero_grads=False)
+    adam = GpuAdam(gpu, OptimConfig(), zero_grads=False)
     adam.configure(layout)
     pool.write("params", rng.normal(0, 1, layout.total).astype(np.float32))
     pool.write("grads", rng.normal(0, 1e-3, layout.total).astype(np.float32))

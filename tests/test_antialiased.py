@@ -28,6 +28,7 @@ from wgsl_splat.contract.filter3d import fuse_filter_3d
 from wgsl_splat.contract.optim import AdamState, OptimConfig
 from wgsl_splat.contract.state import HostArrays
 from wgsl_splat.data.ply import PlyError, load_ply, load_ply_with_mode, save_ply
+from wgsl_splat.gpu.layout import Layout
 from wgsl_splat.gpu.renderer import GpuRenderer
 from wgsl_splat.gpu.shaders import SHADER_DIR, ShaderSource, load_source, struct_dtype
 from wgsl_splat.gpu.step import GpuTrainStep
@@ -319,8 +320,8 @@ def test_gradients_match_reference(gpu_ctx, variant):
     seed = fresh_seed()
     model, cam, target = make_problem(seed, 150, 70, 50, background=(0.1, 0.2, 0.3),
                                       config=ANTIALIASED)
-    step = _aa_step(gpu_ctx, model, cam, background=(0.1, 0.2, 0.3), float_atomics=variant[0],
-                    subgroups=variant[1])
+    step = _aa_step(gpu_ctx, model, cam, background=(0.1, 0.2, 0.3),
+                    layout=Layout.of(gpu_ctx, float_atomics=variant[0], subgroups=variant[1]))
     assert_all_ok(compare(step, model, cam, target), f"seed {seed} {step.backward.variant}")
 
 
@@ -414,7 +415,8 @@ def test_classic_mode_unchanged_bit_for_bit(gpu_ctx):
     for fa, sg in VARIANTS:
         if (fa and not gpu_ctx.has_float_atomics) or (sg and not gpu_ctx.has_subgroups):
             continue
-        st = GpuTrainStep(gpu_ctx, m, OptimConfig(), (0.1, 0.2, 0.3), float_atomics=fa, subgroups=sg)
+        st = GpuTrainStep(gpu_ctx, m, OptimConfig(), (0.1, 0.2, 0.3),
+                          layout=Layout.of(gpu_ctx, float_atomics=fa, subgroups=sg))
         g = st.gradients(cam, dL_dimage=dimg)
         gl = st.gradients(cam, target)
         for _ in range(3):

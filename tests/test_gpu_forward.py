@@ -6,6 +6,7 @@ import numpy as np
 import pytest
 
 from wgsl_splat.camera import Camera
+from wgsl_splat.gpu.layout import Layout
 from wgsl_splat.gpu.renderer import GpuRenderer
 from wgsl_splat.model import GaussianModel, rgb_to_sh_dc
 from wgsl_splat.reference import render
@@ -338,7 +339,7 @@ def test_two_renderers_share_nothing_and_agree(gpu_ctx):
     seed = fresh_seed()
     rng = np.random.default_rng(seed)
     model, cam = random_scene(rng, 200, 50, 40, dtype=np.float32)
-    a, b = GpuRenderer(gpu_ctx), GpuRenderer(gpu_ctx, threads=7)   # odd chunk count
+    a, b = GpuRenderer(gpu_ctx), GpuRenderer(gpu_ctx, layout=Layout.of(gpu_ctx, threads=7))   # odd chunk count
     a.upload_model(model)
     b.upload_model(model)
     assert np.array_equal(a.render(cam), b.render(cam)), f"seed {seed}"
@@ -352,7 +353,7 @@ def test_gpu_raster_variants(gpu_ctx, rows, skip):
     seed = fresh_seed()
     rng = np.random.default_rng(seed)
     model, cam = random_scene(rng, 500, 70, 45, dtype=np.float32)
-    r = GpuRenderer(gpu_ctx, raster_rows=rows, raster_skip=skip)
+    r = GpuRenderer(gpu_ctx, layout=Layout.of(gpu_ctx, raster_rows=rows, raster_skip=skip))
     compare(r, model, cam, (0.3, 0.2, 0.1), seed=seed)
 
 
@@ -365,7 +366,8 @@ def test_row_bands_change_no_pixel(gpu_ctx, rows):
     for _ in range(3):
         seed = fresh_seed()
         model, cam = random_scene(np.random.default_rng(seed), 800, 61, 47, dtype=np.float32)
-        plain, banded = GpuRenderer(gpu_ctx, raster_rows=4), GpuRenderer(gpu_ctx, raster_rows=rows)
+        plain = GpuRenderer(gpu_ctx, layout=Layout.of(gpu_ctx, raster_rows=4))
+        banded = GpuRenderer(gpu_ctx, layout=Layout.of(gpu_ctx, raster_rows=rows))
         states = []
         for r in (plain, banded):
             r.upload_model(model)
@@ -383,20 +385,22 @@ def test_gpu_layout_with_parallel_scans(gpu_ctx, size, n):
     seed = fresh_seed()
     rng = np.random.default_rng(seed)
     model, cam = random_scene(rng, n, *size, dtype=np.float32)
-    r = GpuRenderer(gpu_ctx, threads=16384, parallel_scan=True, raster_rows=4)
+    r = GpuRenderer(gpu_ctx, layout=Layout.of(gpu_ctx, threads=16384, parallel_scan=True,
+                                                   raster_rows=4))
     compare(r, model, cam, (0.1, 0.0, 0.2), seed=seed)
 
 
 def test_gpu_layout_more_than_65535_intersections(gpu_ctx):
     seed = fresh_seed()
     model, cam = many_intersections_scene(np.random.default_rng(seed))
-    r = GpuRenderer(gpu_ctx, threads=16384, parallel_scan=True, initial_capacity=1024)
+    r = GpuRenderer(gpu_ctx, layout=Layout.of(gpu_ctx, threads=16384, parallel_scan=True),
+                    initial_capacity=1024)
     compare(r, model, cam, (0.0, 0.0, 0.0), seed=seed)
     assert r.last_count > 65535 and r.redos >= 1
 
 
 def test_gpu_layout_empty_model(gpu_ctx):
-    r = GpuRenderer(gpu_ctx, parallel_scan=True)
+    r = GpuRenderer(gpu_ctx, layout=Layout.of(gpu_ctx, parallel_scan=True))
     r.upload_model(GaussianModel.empty(sh_degree=1))
     cam = _front_camera()
     img = r.render(cam, (0.25, 0.5, 0.75))

@@ -15,9 +15,8 @@ from wgsl_splat.contract.optim import AdamState, OptimConfig, adam_step
 from wgsl_splat.contract.state import HostArrays
 from wgsl_splat.contract.statistics import ndc_grad_norm
 from wgsl_splat.gpu.adam import GpuAdam, ParamLayout
+from wgsl_splat.gpu.layout import Layout
 from wgsl_splat.gpu.loss import GpuLoss
-from wgsl_splat.gpu.pool import BufferPool
-from wgsl_splat.gpu.shaders import ShaderLibrary
 from wgsl_splat.gpu.step import GpuTrainStep
 from wgsl_splat.model import GaussianModel, rgb_to_sh_dc
 from wgsl_splat.reference import loss_and_grad, render
@@ -66,8 +65,8 @@ def test_gradients_match_reference(gpu_ctx, variant, n, size):
     require_variant(gpu_ctx, variant)
     seed = fresh_seed()
     model, cam, target = make_problem(seed, n, *size, background=(0.1, 0.2, 0.3))
-    step = GpuTrainStep(gpu_ctx, model, OptimConfig(), (0.1, 0.2, 0.3), float_atomics=variant[0],
-                        subgroups=variant[1])
+    step = GpuTrainStep(gpu_ctx, model, OptimConfig(), (0.1, 0.2, 0.3),
+                        layout=Layout.of(gpu_ctx, float_atomics=variant[0], subgroups=variant[1]))
     assert_all_ok(compare(step, model, cam, target), f"seed {seed} {step.backward.variant}")
 
 
@@ -78,8 +77,8 @@ def test_discrete_gpu_layout_matches_reference(gpu_ctx, rows):
     the tests."""
     seed = fresh_seed()
     model, cam, target = make_problem(seed, 400, 90, 70)
-    step = GpuTrainStep(gpu_ctx, model, OptimConfig(), raster_rows=rows, threads=16384,
-                        parallel_scan=True, loss_variant="tiled")
+    step = GpuTrainStep(gpu_ctx, model, OptimConfig(), layout=Layout.of(
+        gpu_ctx, raster_rows=rows, threads=16384, parallel_scan=True, loss_variant="tiled"))
     assert step.backward.batch == {4: 4, 8: 8}[rows]
     assert_all_ok(compare(step, model, cam, target), f"seed {seed} rows {rows}")
 
@@ -160,7 +159,7 @@ def test_loss_matches_reference(gpu_ctx, variant, size):
     w, h = size
     img = rng.uniform(0, 1, (h, w, 3)).astype(np.float32)
     gt = np.clip(img + rng.normal(0, 0.1, img.shape), 0, 1).astype(np.float32)
-    gpu_loss = GpuLoss(gpu_ctx, BufferPool(gpu_ctx), variant=variant)
+    gpu_loss = GpuLoss(gpu_ctx, variant=variant)
     loss, grad, parts = gpu_loss.compute(img, gt)
     ref_loss, ref_grad, ref_parts = loss_and_grad(img.astype(np.float64), gt.astype(np.float64))
     assert abs(loss - ref_loss) <= 1e-5 * ref_loss
@@ -172,8 +171,8 @@ def test_adam_matches_reference(gpu_ctx):
     rng = np.random.default_rng(fresh_seed())
     model = GaussianModel.random(301, rng, sh_degree=3, dtype=np.float32)
     config = OptimConfig().with_scene(2.5, 1000)
-    pool = BufferPool(gpu_ctx)
-    adam = GpuAdam(gpu_ctx, pool, ShaderLibrary(gpu_ctx), config, zero_grads=True)
+    adam = GpuAdam(gpu_ctx, config, zero_grads=True)
+    pool = adam.pool
     layout = ParamLayout.flat(len(model), model.sh.shape[1])
     adam.configure(layout)
     pool.write("params", ParamLayout.pack(model))

@@ -9,7 +9,6 @@ import pytest
 
 from wgsl_splat.contract.losses import MASKED, masked_target
 from wgsl_splat.gpu.loss import VARIANTS, GpuLoss
-from wgsl_splat.gpu.pool import BufferPool
 from wgsl_splat.reference.loss import l1, loss_and_grad, ssim
 from wgsl_splat.tools.gradcheck import rel_error
 
@@ -65,7 +64,7 @@ def test_gpu_masked_loss_matches_reference(gpu_ctx, variant):
     rng, seed = fresh_rng()
     img, gt, mask = masked_pair(rng, (37, 45, 3))
     target = masked_target(gt, mask).astype(np.float32)
-    gpu = GpuLoss(gpu_ctx, BufferPool(gpu_ctx), variant=variant)
+    gpu = GpuLoss(gpu_ctx, variant=variant)
     loss, grad, parts = gpu.compute(img.astype(np.float32), target)
     ref_loss, ref_grad, ref_parts = loss_and_grad(img, target.astype(np.float64))
     assert abs(loss - ref_loss) <= 1e-5 * ref_loss, f"seed={seed}"

@@ -67,8 +67,8 @@ def test_gradients_match_reference_under_profile(profiled):
     seed = fresh_seed()
     model, cam, target = make_problem(seed, 150, 70, 50, background=(0.1, 0.2, 0.3))
     step = GpuTrainStep(profiled, model, OptimConfig(), (0.1, 0.2, 0.3))
-    assert step.backward.float_atomics == profiled.has_float_atomics
-    assert step.backward.subgroups == profiled.has_subgroups
+    assert step.layout.float_atomics == profiled.has_float_atomics
+    assert step.layout.subgroups == profiled.has_subgroups
     assert_all_ok(compare(step, model, cam, target), f"seed {seed} {profiled.profile_name} "
                                                      f"{step.backward.variant}")
 

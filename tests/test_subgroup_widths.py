@@ -17,6 +17,7 @@ import pytest
 from test_gpu_step import assert_all_ok, fresh_seed
 
 from wgsl_splat.contract.optim import OptimConfig
+from wgsl_splat.gpu.layout import Layout
 from wgsl_splat.gpu.step import GpuTrainStep
 from wgsl_splat.render_config import render_config
 from wgsl_splat.tools.gradcheck import compare, make_problem
@@ -71,14 +72,16 @@ def test_subgroup_reduction_here(gpu_ctx):
         for fa in (True, False):
             seed = fresh_seed()
             model, cam, target = make_problem(seed, 150, 70, 50, background=(0.1, 0.2, 0.3))
-            step = GpuTrainStep(gpu_ctx, model, OptimConfig(), (0.1, 0.2, 0.3), float_atomics=fa,
-                                subgroups=True, **layout)
+            step = GpuTrainStep(gpu_ctx, model, OptimConfig(), (0.1, 0.2, 0.3),
+                                layout=Layout.of(gpu_ctx, float_atomics=fa, subgroups=True,
+                                                 **layout))
             assert_all_ok(compare(step, model, cam, target),
                           f"{lanes} lanes, seed {seed}, {layout}, {step.backward.variant}")
     config = render_config("antialiased")
     seed = fresh_seed()
     model, cam, target = make_problem(seed, 150, 70, 50, config=config)
-    step = GpuTrainStep(gpu_ctx, model, OptimConfig(), subgroups=True, render_config=config)
+    step = GpuTrainStep(gpu_ctx, model, OptimConfig(), layout=Layout.of(gpu_ctx, subgroups=True),
+                        render_config=config)
     step.set_filter_cameras(filter_cameras(cam))
     step.update_filter_3d()
     assert_all_ok(compare(step, model, cam, target), f"{lanes} lanes antialiased, seed {seed}")

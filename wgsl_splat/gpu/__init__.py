@@ -5,6 +5,8 @@
 - :mod:`.shaders`  WGSL loading from ``gpu/shaders/`` with ``#include`` and
   ``{{NAME}}`` substitution, explicit bind group layouts, module and pipeline caches;
 - :mod:`.pool`     named device buffers sized by capacity, cached bind groups, counters;
+- :mod:`.device`   :class:`~.device.Gpu`: the context, pool and library a step's stages share;
+- :mod:`.layout`   :class:`~.layout.Layout`: the kernels' layout choices, the adapter's default;
 - :mod:`.sort`     the stable radix sort used by the renderer, and a bitonic sort for comparison;
 - :mod:`.renderer` the forward pipeline: one command encoder, one submit per render;
 - :mod:`.loss`     L1 + SSIM and dL/dimage; :mod:`.backward` rasterisation and projection

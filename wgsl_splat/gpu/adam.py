@@ -29,10 +29,11 @@ import numpy as np
 
 from ..contract.optim import LR_GROUPS, AdamState, OptimConfig
 from ..model import GaussianModel, param_offsets
+from .device import Gpu
 from .pages import Page, page_name
-from .pool import UNIFORM_USAGE, BufferPool, buffer_usage
+from .pool import UNIFORM_USAGE, buffer_usage
 from .runtime import GpuContext
-from .shaders import ShaderLibrary, file_constants
+from .shaders import file_constants
 
 # read from adam.wgsl, so the host and the kernel cannot disagree
 WG = file_constants("adam")["WG"]                       # threads per workgroup
@@ -137,13 +138,11 @@ class GpuAdam:
 
     DISPATCHES = 1
 
-    def __init__(self, ctx: GpuContext, pool: BufferPool, lib: ShaderLibrary | None = None,
-                 config: OptimConfig | None = None, *, params: str = "params",
-                 grads: str = "grads", m: str = "adam_m", v: str = "adam_v",
-                 zero_grads: bool = True) -> None:
-        self.ctx = ctx
-        self.pool = pool
-        self.lib = lib or ShaderLibrary(ctx)
+    def __init__(self, gpu: Gpu | GpuContext, config: OptimConfig | None = None, *,
+                 params: str = "params", grads: str = "grads", m: str = "adam_m",
+                 v: str = "adam_v", zero_grads: bool = True) -> None:
+        gpu = Gpu.of(gpu)
+        self.ctx, self.pool, self.lib = gpu.ctx, gpu.pool, gpu.lib
         self.config = config or OptimConfig()
         self.names = {"params": params, "grads": grads, "m": m, "v": v}
         self.zero_grads = bool(zero_grads)
@@ -157,7 +156,7 @@ class GpuAdam:
         self._uniform = np.zeros((), self.module.struct_dtype("AdamParams"))
         if self._uniform["seg"].shape[0] != MAX_SEGMENTS:
             raise AssertionError("MAX_SEGMENTS differs from AdamParams.seg in adam.wgsl")
-        pool.get(self.n_uniform, self._uniform.nbytes, buffer_usage(*UNIFORM_USAGE))
+        self.pool.get(self.n_uniform, self._uniform.nbytes, buffer_usage(*UNIFORM_USAGE))
         self.layout: ParamLayout | None = None
         self.step = 0
         self.last_lrs: dict[str, float] | None = None

@@ -14,20 +14,20 @@ import numpy as np
 
 from ..contract.appearance import FLOATS, AppearanceState
 from ..contract.per_view import BETA1, BETA2, EPS, adam_scalars
-from .pool import UNIFORM_USAGE, BufferPool, buffer_usage
-from .shaders import ShaderLibrary
+from .device import Gpu
+from .pool import UNIFORM_USAGE, buffer_usage
 
 
 class GpuAppearance:
-    def __init__(self, ctx, pool: BufferPool, lib: ShaderLibrary, views: int, lr: float) -> None:
-        self.ctx, self.pool, self.views, self.lr = ctx, pool, int(views), float(lr)
-        self.module = lib.module("appearance")
+    def __init__(self, gpu: Gpu, views: int, lr: float) -> None:
+        self.ctx, self.pool, self.views, self.lr = gpu.ctx, gpu.pool, int(views), float(lr)
+        self.module = gpu.lib.module("appearance")
         self.wg = self.module.workgroup_size("app_apply")[0]
         self._apply, self._backward, self._update = (
             self.module.pipeline(e) for e in ("app_apply", "app_backward", "app_update"))
         self._dtype = self.module.struct_dtype("AppParams")
-        pool.get("app_params", 256, buffer_usage(*UNIFORM_USAGE))
-        pool.get("app_state", 4 * 3 * FLOATS * self.views)
+        self.pool.get("app_params", 256, buffer_usage(*UNIFORM_USAGE))
+        self.pool.get("app_state", 4 * 3 * FLOATS * self.views)
         self.steps = np.zeros(self.views, np.int64)
         self.width = self.height = 0
 

@@ -4,9 +4,10 @@
   the 2D mean, conic, colour and opacity accumulated into ``grad2d`` (12 floats per splat) with one
   global atomic per non-zero component per splat per round of ``batch`` splats per tile. The atomic
   is a hardware float atomic when the adapter has ``shader-float32-atomic`` and a compare-and-swap
-  loop on ``atomic<u32>`` otherwise (``float_atomics=False`` forces it, for tests and DX12 parity).
-  Partial sums are reduced per subgroup first (an xor butterfly of subgroup shuffles) where the adapter has subgroups,
-  otherwise through workgroup memory per thread (``subgroups=False`` forces it).
+  loop on ``atomic<u32>`` otherwise (the :class:`~.layout.Layout` field ``float_atomics`` forces
+  it, for tests and DX12 parity). Partial sums are reduced per subgroup first (an xor butterfly of
+  subgroup shuffles) where the adapter has subgroups, otherwise through workgroup memory per
+  thread (``subgroups``).
 - ``shaders/project_backward.wgsl``: one thread per Gaussian, once per page of the state
   (:mod:`.pages`), chains ``grad2d`` to every stored parameter (into ``grads``, the flat layout of
   ``params``; or, ``fused``, straight into the Adam update of the parameter: no gradient buffer),
@@ -24,12 +25,12 @@ import numpy as np
 
 from ..contract.losses import LossConfig, ParamTerm
 from ..contract.statistics import STANDARD, resolve, statistics_wgsl
+from .device import Gpu
+from .layout import Layout
 from .loss import SLOT
 from .pages import SPLAT_BYTES, page_name
-from .pool import UNIFORM_USAGE, BufferPool, buffer_usage
+from .pool import UNIFORM_USAGE, buffer_usage
 from .renderer import GpuRenderer
-from .runtime import GpuContext, GpuError
-from .shaders import ShaderLibrary
 from .sort import grid_2d
 
 GRAD2D_FLOATS = 12          # per splat: (mean2d x, y, opacity, -), (conic a, b, c, -), (r, g, b, -)
@@ -129,38 +130,24 @@ class GpuBackward:
 
     DISPATCHES = 2
 
-    def __init__(self, ctx: GpuContext, pool: BufferPool, lib: ShaderLibrary, renderer: GpuRenderer,
-                 *, float_atomics: bool | None = None, subgroups: bool | None = None,
-                 rows: int | None = None, statistics=STANDARD,
-                 loss: LossConfig | None = None, history: int = 1, pose: bool = False) -> None:
-        self.ctx = ctx
-        self.pool = pool
-        self.lib = lib
+    def __init__(self, gpu: Gpu, renderer: GpuRenderer, *, layout: Layout | None = None,
+                 statistics=STANDARD, loss: LossConfig | None = None, history: int = 1,
+                 pose: bool = False) -> None:
+        self.gpu = gpu
+        self.ctx, self.pool, self.lib = ctx, pool, lib = gpu.ctx, gpu.pool, gpu.lib
         self.renderer = renderer
-        if float_atomics is None:
-            float_atomics = ctx.has_float_atomics
-        if float_atomics and not ctx.has_float_atomics:
-            raise GpuError(f"{ctx.name} has no shader-float32-atomic; use the compare-and-swap variant")
-        self.float_atomics = bool(float_atomics)
-        if subgroups is None:
-            subgroups = ctx.has_subgroups
-        if subgroups and not ctx.has_subgroups:
-            raise GpuError(f"{ctx.name} has no subgroup operations; use the workgroup reduction")
-        self.subgroups = bool(subgroups)
-        rows = rows or renderer.raster_rows
-        if rows not in (4, 8, 16):
-            raise ValueError("rows must be 4, 8 or 16")
-        cols = renderer.raster_cols if rows == renderer.raster_rows else 1
+        # the renderer's layout, or another accumulation variant of it (the portability tour)
+        self.layout = layout = layout or renderer.layout
+        layout.check(ctx)
+        rows, cols = layout.raster_rows, layout.raster_cols
         threads = (16 // cols) * (16 // rows)
-        self.rows = rows
-        self.cols = cols
         self.batch = min(threads, PARTIALS_BYTES // (48 * threads))
         config = renderer.config
         self._raster = lib.module("raster_backward", {
             "ROWS": rows, "COLS": cols, "THREADS_X": 16 // cols, "THREADS_Y": 16 // rows,
             "BATCH": self.batch,
-            "ATOMICS": "atomic_float.wgsl" if self.float_atomics else "atomic_cas.wgsl",
-            "PARTIALS": "partials_subgroup.wgsl" if self.subgroups else "partials_workgroup.wgsl"},
+            "ATOMICS": "atomic_float.wgsl" if layout.float_atomics else "atomic_cas.wgsl",
+            "PARTIALS": "partials_subgroup.wgsl" if layout.subgroups else "partials_workgroup.wgsl"},
             config=config)
         self.statistics = resolve(statistics)
         self.terms = (loss or LossConfig()).active_terms()
@@ -189,8 +176,7 @@ class GpuBackward:
 
     @property
     def variant(self) -> str:
-        return (f"{'float atomics' if self.float_atomics else 'CAS loop'}, "
-                f"{'subgroup' if self.subgroups else 'workgroup'} reduction")
+        return self.layout.reduction
 
     @property
     def fusable(self) -> bool:

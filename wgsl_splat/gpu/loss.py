@@ -38,9 +38,11 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..contract.losses import DEFAULT_LAMBDA, SSIM_C1, SSIM_C2, gaussian_window_1d
-from .pool import UNIFORM_USAGE, BufferPool, buffer_usage
+from .device import Gpu
+from .layout import LOSS_VARIANTS, Layout
+from .pool import UNIFORM_USAGE, buffer_usage
 from .runtime import GpuContext
-from .shaders import ShaderLibrary, file_constants
+from .shaders import file_constants
 
 TILE = 16
 SLOT = 256                  # bytes per dynamic uniform slot
@@ -64,13 +66,8 @@ class LossValues:
         return {"loss": self.loss, "l1": self.l1, "ssim": self.ssim}
 
 
-VARIANTS = ("tiled", "lines")
+VARIANTS = LOSS_VARIANTS
 LINES_WG = file_constants("loss_lines")["WG"]   # threads per workgroup (the WGSL's)
-
-
-def default_variant(ctx: GpuContext) -> str:
-    """``lines`` on CPU adapters (lavapipe: no barriers, no workgroup memory), ``tiled`` on GPUs."""
-    return "lines" if ctx.adapter_type == "CPU" else "tiled"
 
 
 class GpuLoss:
@@ -79,24 +76,25 @@ class GpuLoss:
     ``variant="tiled"`` (GPUs; 2 dispatches): ``shaders/loss.wgsl``, 16x16 tiles with a 5-pixel
     apron in workgroup memory. ``variant="lines"`` (CPU adapters; 3 dispatches):
     ``shaders/loss_lines.wgsl``, one thread per image column / row sliding the window in registers.
-    Default: :func:`default_variant`. Both compute the same thing and are tested against the
-    reference.
+    Default: the adapter's :class:`~.layout.Layout`. Both compute the same thing and are tested
+    against the reference.
     """
 
-    def __init__(self, ctx: GpuContext, pool: BufferPool, lib: ShaderLibrary | None = None, *,
-                 lam: float = DEFAULT_LAMBDA, history: int = 64, prefix: str = "loss",
-                 variant: str | None = None) -> None:
+    def __init__(self, gpu: Gpu | GpuContext, *, lam: float = DEFAULT_LAMBDA, history: int = 64,
+                 prefix: str = "loss", variant: str | None = None) -> None:
         if not 0.0 <= lam <= 1.0:
             raise ValueError(f"lambda must be in [0, 1], got {lam}")
         if history < 1:
             raise ValueError("history must be >= 1")
-        variant = variant or default_variant(ctx)
+        gpu = Gpu.of(gpu)
+        ctx, pool = gpu.ctx, gpu.pool
+        variant = variant or Layout.of(ctx).loss_variant
         if variant not in VARIANTS:
             raise ValueError(f"variant must be one of {VARIANTS}, got {variant!r}")
         self.variant = variant
         self.ctx = ctx
         self.pool = pool
-        self.lib = lib or ShaderLibrary(ctx)
+        self.lib = gpu.lib
         self.lam = float(lam)
         self.history = int(history)
         self.prefix = prefix

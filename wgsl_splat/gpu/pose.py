@@ -20,23 +20,22 @@ import numpy as np
 
 from ..contract.per_view import BETA1, BETA2, EPS, adam_scalars
 from ..contract.pose import FLOATS, PoseState
-from .pool import UNIFORM_USAGE, BufferPool, buffer_usage
-from .shaders import ShaderLibrary
+from .device import Gpu
+from .pool import UNIFORM_USAGE, buffer_usage
 
 CAMERA_BYTES = 64   # w2c0, w2c1, w2c2, cam_pos: the first four vec4 of RenderParams
 
 
 class GpuPose:
-    def __init__(self, ctx, pool: BufferPool, lib: ShaderLibrary, views: int, lr: float,
-                 extent: float) -> None:
-        self.ctx, self.pool, self.views = ctx, pool, int(views)
+    def __init__(self, gpu: Gpu, views: int, lr: float, extent: float) -> None:
+        self.ctx, self.pool, self.views = gpu.ctx, gpu.pool, int(views)
         self.lr, self.extent = float(lr), float(extent)
-        self.module = lib.module("pose")
+        self.module = gpu.lib.module("pose")
         self._apply, self._update = (self.module.pipeline(e) for e in ("pose_apply", "pose_update"))
         self._dtype = self.module.struct_dtype("PoseParams")
-        pool.get("pose_params", 256, buffer_usage(*UNIFORM_USAGE))
-        pool.get("pose_state", 4 * 3 * FLOATS * self.views)
-        pool.get("pose_camera", CAMERA_BYTES)
+        self.pool.get("pose_params", 256, buffer_usage(*UNIFORM_USAGE))
+        self.pool.get("pose_state", 4 * 3 * FLOATS * self.views)
+        self.pool.get("pose_camera", CAMERA_BYTES)
         self.steps = np.zeros(self.views, np.int64)
 
     def upload(self, state: PoseState) -> None:

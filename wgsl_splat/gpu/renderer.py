@@ -36,6 +36,8 @@ from ..camera import Camera
 from ..env import size_text
 from ..model import GaussianModel, param_offsets, sh_degree_from_coeffs
 from ..render_config import CLASSIC, RenderConfig
+from .device import Gpu
+from .layout import Layout
 from .pages import (
     RECT_BYTES,
     SPLAT_BYTES,
@@ -46,9 +48,8 @@ from .pages import (
     row_bytes,
     row_window,
 )
-from .pool import STAGING_CHUNK, UNIFORM_USAGE, BufferPool, buffer_usage
+from .pool import STAGING_CHUNK, UNIFORM_USAGE, buffer_usage
 from .runtime import GpuContext, GpuError
-from .shaders import ShaderLibrary
 from .sort import PrefixScan, RadixSorter, grid_2d
 
 COUNTERS_BYTES = 32        # counters[0..8)
@@ -141,28 +142,15 @@ class GpuRenderer:
     TABLE_MAX_GPU = 1 << 24
     RASTER_BATCH = 256     # splats per workgroup-memory batch of raster.wgsl (12 KiB)
 
-    def __init__(self, ctx: GpuContext, *, pool: BufferPool | None = None,
-                 lib: ShaderLibrary | None = None, threads: int | None = None,
-                 initial_capacity: int | None = None, raster_rows: int | None = None,
-                 parallel_scan: bool | None = None, raster_skip: bool | None = None,
-                 raster_cols: int | None = None, config: RenderConfig | None = None) -> None:
-        self.ctx = ctx
+    def __init__(self, gpu: Gpu | GpuContext, *, layout: Layout | None = None,
+                 config: RenderConfig | None = None, initial_capacity: int | None = None) -> None:
+        self.gpu = Gpu.of(gpu)
+        self.ctx, self.pool, self.lib = self.gpu.ctx, self.gpu.pool, self.gpu.lib
         self.config = config or CLASSIC
-        self.pool = pool or BufferPool(ctx)
-        self.lib = lib or ShaderLibrary(ctx)
-        cpu = ctx.adapter_type == "CPU"
-        # Threads of the serial-chunk kernels (radix sort, emission). A CPU adapter (lavapipe) wants
-        # a few long chunks per core; a GPU wants many short ones.
-        if threads is None:
-            threads = 256 if cpu else 16384
-        self.threads = int(threads)
-        # Their tables are scanned by one workgroup on CPU adapters (barriers are costly there) and
-        # by many on GPUs (measured on an H100: the one-workgroup scans took 21-36 ms of a 43-70 ms
-        # step at 100k Gaussians). Tests force both.
-        self.parallel_scan = (not cpu) if parallel_scan is None else bool(parallel_scan)
-        self.depth_sort = RadixSorter(self.lib, self.pool, "depth", threads=self.threads,
-                                      parallel_scan=self.parallel_scan)
-        self.emit_scan = PrefixScan(self.lib, self.pool, "emit") if self.parallel_scan else None
+        self.layout = layout or Layout.of(self.ctx)
+        self.depth_sort = RadixSorter(self.lib, self.pool, "depth", self.layout)
+        self.emit_scan = (PrefixScan(self.lib, self.pool, "emit") if self.layout.parallel_scan
+                          else None)
         if self.emit_scan is None:
             self.pool.get("no_scan_sums", 16)   # binds scan.wgsl's scan_sums, unused by scan_counts
         self.chunks = 0
@@ -171,7 +159,7 @@ class GpuRenderer:
         self.sh_degree = 0
         self.active_sh_degree = 0
         self.offsets = (0, 0, 0, 0)
-        self.paging = Paging(ctx.max_binding_bytes, 1)
+        self.paging = Paging(self.ctx.max_binding_bytes, 1)
         self.pages: list[Page] = []
         self.capacity = 0
         self._initial_capacity = initial_capacity
@@ -190,27 +178,11 @@ class GpuRenderer:
         self.pool.get("counters", COUNTERS_BYTES)
         self.pool.get("no_splats_hi", SPLAT_BYTES)      # binds splats_hi while every id is below
         self.pool.get("no_filter3d", 16)                # binds filter3d in the classic mode
-        # Pixels per raster thread: 16 on a CPU adapter (workgroup-memory loads are expensive
-        # there), 4 on a GPU (64 threads per tile).
-        rows = raster_rows or (16 if ctx.adapter_type == "CPU" else 4)
-        if rows not in (4, 8, 16):
-            raise ValueError("raster_rows must be 4, 8 or 16")
-        self.raster_rows = rows
-        # Pixel columns per raster thread: 2 with the CPU layout (8 threads, one SIMD row of
-        # lavapipe per tile: the per-splat loads and sums are paid once per row), else 1.
-        cols = raster_cols or (2 if ctx.adapter_type == "CPU" and rows == 16 else 1)
-        if cols not in (1, 2):
-            raise ValueError("raster_cols must be 1 or 2")
-        self.raster_cols = cols
-        # Branch around a vec4 pixel group that the splat does not touch: worth it on GPUs; on a CPU
-        # adapter the lanes pay for the mask bookkeeping instead (branch-free measured 2-15 %
-        # faster on lavapipe, docs/benchmarks.md).
-        self.raster_skip = (not cpu) if raster_skip is None else bool(raster_skip)
-        self._raster = self.lib.module("raster", {"BATCH": self.RASTER_BATCH, "ROWS": rows,
-                                                  "COLS": cols, "THREADS_X": 16 // cols,
-                                                  "THREADS_Y": 16 // rows,
-                                                  "SKIP": str(self.raster_skip).lower()},
-                                       config=self.config)
+        layout = self.layout
+        self._raster = self.lib.module("raster", {
+            "BATCH": self.RASTER_BATCH, "ROWS": layout.raster_rows, "COLS": layout.raster_cols,
+            "THREADS_X": 16 // layout.raster_cols, "THREADS_Y": 16 // layout.raster_rows,
+            "SKIP": str(layout.raster_skip).lower()}, config=self.config)
 
     # -- model --------------------------------------------------------------------------------------
     def upload_model(self, model: GaussianModel, filter_3d: np.ndarray | None = None, *,
@@ -334,7 +306,7 @@ class GpuRenderer:
         (tiles x chunks) table of at most TABLE_MAX entries."""
         tiles = max(1, self.tiles_x * self.tiles_y)
         table_max = self.TABLE_MAX_CPU if self.ctx.adapter_type == "CPU" else self.TABLE_MAX_GPU
-        chunks = max(1, min(self.threads, -(-self.num // 16), table_max // tiles))
+        chunks = max(1, min(self.layout.threads, -(-self.num // 16), table_max // tiles))
         self.chunks = chunks if self.num else 0
         self.pool.get("emit_table", 4 * tiles * max(chunks, 1))
         if self.emit_scan is not None:
@@ -491,7 +463,7 @@ class GpuRenderer:
 
     @property
     def dispatches_per_render(self) -> int:
-        scan = 4 if self.parallel_scan else 1
+        scan = 4 if self.layout.parallel_scan else 1
         if not self.num:
             return scan + 1
         return len(self.pages) + self.depth_sort.num_dispatches + 2 + scan + 1

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from .layout import Layout
 from .pool import UNIFORM_USAGE, BufferPool, buffer_usage
 from .shaders import ShaderLibrary, file_constants
 
@@ -205,13 +206,12 @@ class RadixSorter:
     from ``counters[count_slot]``, clamped to ``capacity``.
     """
 
-    def __init__(self, lib: ShaderLibrary, pool: BufferPool, name: str, *, threads: int = 256,
-                 max_bits: int = RADIX_MAX_BITS, items_per_bin: int = 4,
-                 parallel_scan: bool = False) -> None:
+    def __init__(self, lib: ShaderLibrary, pool: BufferPool, name: str, layout: Layout, *,
+                 max_bits: int = RADIX_MAX_BITS, items_per_bin: int = 4) -> None:
         self.lib = lib
         self.pool = pool
         self.name = name
-        self.max_threads = int(threads)
+        self.max_threads = int(layout.threads)
         self.threads = 1
         self.max_bits = max_bits
         self.items_per_bin = items_per_bin
@@ -226,7 +226,7 @@ class RadixSorter:
         self.passes: list[tuple[int, int]] = []
         # GPUs: the (bins x T) table is scanned by many workgroups (PrefixScan) and T is large
         # (about 16 elements per thread); CPU adapters: one workgroup scans a small table.
-        self.scan = PrefixScan(lib, pool, name) if parallel_scan else None
+        self.scan = PrefixScan(lib, pool, name) if layout.parallel_scan else None
 
     def configure(self, capacity: int, key_bits: int, count_slot: int, *,
                   exact: bool = False) -> None:
@@ -304,16 +304,18 @@ class RadixSorter:
 
 def radix_sort_pairs(ctx, keys: np.ndarray, vals: np.ndarray, key_bits: int = 32, *,
                      lib: ShaderLibrary | None = None, pool: BufferPool | None = None,
-                     threads: int = 256, max_bits: int = RADIX_MAX_BITS,
-                     capacity: int | None = None, parallel_scan: bool = False):
-    """Stable sort of u32 ``keys`` (and ``vals``) on the GPU; returns sorted copies (for tests)."""
+                     layout: Layout | None = None, max_bits: int = RADIX_MAX_BITS,
+                     capacity: int | None = None):
+    """Stable sort of u32 ``keys`` (and ``vals``) on the GPU; returns sorted copies (for tests).
+    ``layout``: its threads and scans (default: 256 threads, one workgroup's scans)."""
+    layout = layout or Layout.of(ctx, threads=256, parallel_scan=False)
     keys = np.ascontiguousarray(keys, np.uint32).ravel()
     vals = np.ascontiguousarray(vals, np.uint32).ravel()
     n = len(keys)
     lib = lib or ShaderLibrary(ctx)
     pool = pool or BufferPool(ctx)
-    sorter = RadixSorter(lib, pool, f"test_radix{max_bits}{'p' if parallel_scan else ''}",
-                         threads=threads, max_bits=max_bits, parallel_scan=parallel_scan)
+    sorter = RadixSorter(lib, pool, f"test_radix{max_bits}{'p' if layout.parallel_scan else ''}",
+                         layout, max_bits=max_bits)
     sorter.configure(max(capacity or 0, n, 1), key_bits, count_slot=0)
     pool.get("test_radix_counters", 16)
     pool.write(sorter.keys, keys)

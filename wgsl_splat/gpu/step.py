@@ -42,14 +42,15 @@ from ..render_config import RenderConfig
 from .adam import GpuAdam, ParamLayout
 from .appearance import GpuAppearance
 from .backward import GRAD2D_FLOATS, GpuBackward
+from .device import Gpu
 from .filter3d import Filter3D
+from .layout import Layout
 from .loss import RESULT_BYTES, GpuLoss
 from .pages import page_name
-from .pool import UNIFORM_USAGE, BufferPool, buffer_usage
+from .pool import UNIFORM_USAGE, buffer_usage
 from .pose import GpuPose
 from .renderer import COUNTERS_BYTES, GpuRenderer, max_gaussians
 from .runtime import GpuContext
-from .shaders import ShaderLibrary
 from .sort import grid_2d
 from .state import DeviceState
 
@@ -76,36 +77,28 @@ class GpuTrainStep(TrainStep):
     def __init__(self, ctx: GpuContext, model: GaussianModel | HostArrays,
                  config: OptimConfig | None = None, background=(0.0, 0.0, 0.0),
                  adam: AdamState | None = None, *, loss: LossConfig | None = None,
-                 spec: StepSpec | None = None,
-                 float_atomics: bool | None = None,
-                 subgroups: bool | None = None,
-                 loss_variant: str | None = None, raster_rows: int | None = None,
-                 raster_cols: int | None = None,
-                 threads: int | None = None, parallel_scan: bool | None = None,
+                 spec: StepSpec | None = None, layout: Layout | None = None,
                  history: int = HISTORY,
                  target_cache_bytes: int = TARGET_CACHE_BYTES,
-                 render_config: RenderConfig | None = None) -> None:
+                 render_config: RenderConfig | None = None, **choices) -> None:
         super().__init__(config, background, loss, render_config, spec)
         config = self.config
         arrays = HostArrays.of(model, adam, spec.statistics if spec else None)
         self.statistics = resolve(arrays.stats)
-        self.ctx = ctx
-        self.pool = BufferPool(ctx)
-        self.lib = ShaderLibrary(ctx)
-        # raster_rows, threads, parallel_scan, loss_variant: the layout knobs, chosen per adapter type by default
-        # (CPU adapters like lavapipe want few long threads); tests force the other layout.
-        self.renderer = GpuRenderer(ctx, pool=self.pool, lib=self.lib, raster_rows=raster_rows,
-                                    raster_cols=raster_cols, threads=threads, parallel_scan=parallel_scan,
-                                    config=self.render_config)
+        self.gpu = Gpu.of(ctx)
+        self.ctx, self.pool, self.lib = self.gpu.ctx, self.gpu.pool, self.gpu.lib
+        # The kernels' layout: the adapter's default, or ``layout``, or the default with the
+        # Layout fields in ``choices`` forced (Layout.of).
+        self.layout = layout or Layout.of(self.ctx, **choices)
+        self.renderer = GpuRenderer(self.gpu, layout=self.layout, config=self.render_config)
         self.filter = Filter3D(self.renderer) if self.render_config.antialiased else None
-        self.loss = GpuLoss(ctx, self.pool, self.lib, lam=self.loss_config.lambda_dssim, history=history,
-                            variant=loss_variant)
-        self.backward = GpuBackward(ctx, self.pool, self.lib, self.renderer,
-                                    float_atomics=float_atomics, subgroups=subgroups,
-                                    statistics=self.statistics, loss=self.loss_config,
-                                    history=history, pose=self.pose is not None)
-        self.adam = GpuAdam(ctx, self.pool, self.lib, config, params="params", grads="grads",
-                            zero_grads=False)   # project_backward writes every gradient
+        self.loss = GpuLoss(self.gpu, lam=self.loss_config.lambda_dssim, history=history,
+                            variant=self.layout.loss_variant)
+        self.backward = GpuBackward(self.gpu, self.renderer, statistics=self.statistics,
+                                    loss=self.loss_config, history=history,
+                                    pose=self.pose is not None)
+        # project_backward writes every gradient: Adam need not zero them
+        self.adam = GpuAdam(self.gpu, config, params="params", grads="grads", zero_grads=False)
         # A step of one view applies Adam inside the projection backward pass (no gradient
         # buffer); batches, the data-parallel reduction, MCMC's noise between the gradients and the
         # update, and parameter terms write `grads` and run adam.wgsl (allocated when first needed).
@@ -115,13 +108,12 @@ class GpuTrainStep(TrainStep):
             self.adam.fused_dtype(self.backward.fused_module().struct_dtype("FusedAdam"))
         self.app = None
         if self.appearance is not None:   # --appearance: the matrices live on the device
-            self.app = GpuAppearance(ctx, self.pool, self.lib, len(self.appearance.params),
-                                     config.appearance_lr)
+            self.app = GpuAppearance(self.gpu, len(self.appearance.params), config.appearance_lr)
             self.app.upload(self.appearance)
         self.pose_opt = None
         if self.pose is not None:   # --pose-opt: the corrections live on the device
-            self.pose_opt = GpuPose(ctx, self.pool, self.lib, len(self.pose.params),
-                                    config.pose_lr, config.extent)
+            self.pose_opt = GpuPose(self.gpu, len(self.pose.params), config.pose_lr,
+                                    config.extent)
             self.pose_opt.upload(self.pose)
         self.history = int(history)
         self.pool.get("step_counts", COUNTERS_BYTES * self.history)

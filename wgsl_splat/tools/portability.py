@@ -150,6 +150,7 @@ def tour(ctx, log=print) -> list:
     from ..contract.step import View
     from ..gpu.adam import GpuAdam, ParamLayout
     from ..gpu.backward import GpuBackward
+    from ..gpu.layout import Layout
     from ..gpu.loss import GpuLoss
     from ..gpu.renderer import GpuRenderer
     from ..gpu.shaders import load_source, record_variants
@@ -163,15 +164,15 @@ def tour(ctx, log=print) -> list:
 
     combos = [(fa, sg) for fa in (True, False) for sg in (True, False)
               if (ctx.has_float_atomics or not fa) and (ctx.has_subgroups or not sg)]
-    # every layout knob explicitly, so that the result does not depend on the adapter type
-    layouts = [dict(raster_rows=16, raster_cols=2, threads=256, parallel_scan=False,
-                    loss_variant="lines"),
-               dict(raster_rows=16, raster_cols=1, threads=256, parallel_scan=False,
-                    loss_variant="tiled"),
-               dict(raster_rows=8, raster_cols=1, threads=16384, parallel_scan=True,
-                    loss_variant="tiled"),
-               dict(raster_rows=4, raster_cols=1, threads=16384, parallel_scan=True,
-                    loss_variant="lines")]
+    # every layout field explicitly, so that the result does not depend on the adapter type
+    layouts = [Layout.of(ctx, raster_rows=16, raster_cols=2, threads=256, parallel_scan=False,
+                         loss_variant="lines"),
+               Layout.of(ctx, raster_rows=16, raster_cols=1, threads=256, parallel_scan=False,
+                         loss_variant="tiled"),
+               Layout.of(ctx, raster_rows=8, raster_cols=1, threads=16384, parallel_scan=True,
+                         loss_variant="tiled"),
+               Layout.of(ctx, raster_rows=4, raster_cols=1, threads=16384, parallel_scan=True,
+                         loss_variant="lines")]
     rng = np.random.default_rng(26)
     t0 = time.perf_counter()
     with record_variants() as rec:
@@ -184,7 +185,7 @@ def tour(ctx, log=print) -> list:
                     for stats in ((STANDARD, ()) if li == 0 else (STANDARD,)):
                         arrays = HostArrays.fresh(model, stats)
                         step = GpuTrainStep(ctx, arrays, OptimConfig(), render_config=config,
-                                            **layout)
+                                            layout=layout)
                         if config.antialiased:
                             step.set_filter_cameras(filter_cameras(cam))
                             step.update_filter_3d()
@@ -204,8 +205,8 @@ def tour(ctx, log=print) -> list:
             model, cam = random_scene(rng, 48, 40, 24, sh_degree=3, dtype=np.float32)
             for rows, cols in ((16, 2), (16, 1), (8, 1), (4, 1)):
                 for skip in (True, False):
-                    r = GpuRenderer(ctx, raster_rows=rows, raster_cols=cols, raster_skip=skip,
-                                    config=config)
+                    r = GpuRenderer(ctx, layout=Layout.of(ctx, raster_rows=rows, raster_cols=cols,
+                                                          raster_skip=skip), config=config)
                     r.upload_model(model)
                     r.render(cam)
         # mode-independent kernels not on the training path
@@ -214,8 +215,8 @@ def tour(ctx, log=print) -> list:
         sort_pairs(ctx, np.stack([big, big], 1), np.arange(big.size, dtype=np.uint32))
         radix_sort_pairs(ctx, keys, np.arange(300, dtype=np.uint32), 20)
         radix_sort_pairs(ctx, keys, np.arange(300, dtype=np.uint32), 20, max_bits=4)
-        radix_sort_pairs(ctx, keys, np.arange(300, dtype=np.uint32), 20, threads=16384,
-                         parallel_scan=True)
+        radix_sort_pairs(ctx, keys, np.arange(300, dtype=np.uint32), 20,
+                         layout=Layout.of(ctx, threads=16384, parallel_scan=True))
         measure_limits(ctx, repeats=1, copy_bytes=1 << 16)
         _adam_variants(ctx, rng, GpuAdam, ParamLayout)
         for variant in ("tiled", "lines"):
@@ -231,8 +232,8 @@ def tour(ctx, log=print) -> list:
 def _backward_variants(step, combos, GpuBackward) -> None:
     """The raster backward of every accumulation variant on ``step``'s layout and buffers."""
     for fa, sg in combos:
-        bw = GpuBackward(step.ctx, step.pool, step.lib, step.renderer, float_atomics=fa,
-                         subgroups=sg)
+        bw = GpuBackward(step.gpu, step.renderer,
+                         layout=step.layout.replace(float_atomics=fa, subgroups=sg))
         with step.ctx.guard("the portability tour's backward variants"):
             enc = step.ctx.device.create_command_encoder()
             cpass = enc.begin_compute_pass()
@@ -287,18 +288,15 @@ def _adam_variants(ctx, rng, GpuAdam, ParamLayout) -> None:
     import numpy as np
 
     from ..contract.optim import OptimConfig
-    from ..gpu.pool import BufferPool
     from ..gpu.renderer import GpuRenderer
     from .random_scene import random_scene
 
     model, _ = random_scene(rng, 16, 16, 16, sh_degree=1, dtype=np.float32)
     for zero in (True, False):
-        pool = BufferPool(ctx)
-        r = GpuRenderer(ctx, pool=pool)
+        r = GpuRenderer(ctx)
         r.upload_model(model)
-        pool.get("grads", 4 * r.num_params)
-        adam = GpuAdam(ctx, pool, r.lib, OptimConfig(), params="params", grads="grads",
-                       zero_grads=zero)
+        r.pool.get("grads", 4 * r.num_params)
+        adam = GpuAdam(r.gpu, OptimConfig(), params="params", grads="grads", zero_grads=zero)
         adam.configure(ParamLayout.from_renderer(r))
 
 
@@ -319,10 +317,7 @@ def _appearance(ctx, rng, GpuTrainStep, HostArrays, OptimConfig, random_scene) -
 def _loss(ctx, variant, GpuLoss) -> None:
     import numpy as np
 
-    from ..gpu.pool import BufferPool
-
-    pool = BufferPool(ctx)
-    loss = GpuLoss(ctx, pool, variant=variant)
+    loss = GpuLoss(ctx, variant=variant)
     loss.configure(24, 20)
     img = np.zeros((20, 24, 3), np.float32)
     loss.compute(img, img)

@@ -164,10 +164,10 @@ def step_work(step) -> dict[str, Work]:
     rect_tiles = int(np.sum((rects[:, 2] - rects[:, 0]) * (rects[:, 3] - rects[:, 1])))
     last = step.pool.read_array("last_contrib", np.uint32, px).astype(np.int64)
     visited = int(last.sum())           # (pixel, splat) pairs the backward pass walks
-    threads = 16 * (16 // r.raster_rows)
+    threads = 16 * (16 // step.layout.raster_rows)
     param_floats = 11 + 3 * k
     chunks = r.chunks
-    scan = 4 if r.parallel_scan else 1
+    scan = 4 if step.layout.parallel_scan else 1
     work = {
         "project": Work(PROJECT_FLOP * n, n * (4 * param_floats + SPLAT_BYTES + 4 + 16 + 8), 1,
                         "Gaussian"),

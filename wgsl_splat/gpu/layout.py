@@ -1,0 +1,95 @@
+"""How the step's kernels are laid out on an adapter: one record, its defaults derived in one place.
+
+The same computation runs in layouts that suit a CPU adapter (lavapipe: few long threads, one
+workgroup's scans, no barriers in the loss) or a GPU (many short threads, multi-workgroup scans),
+and in the variants an adapter's optional features allow (float atomics, subgroups). The renderer,
+the backward pass, the loss, the sorts and the step read their choices from one :class:`Layout`;
+:meth:`Layout.of` derives the adapter's default, and tests and tools force any other layout
+through it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, fields, replace
+
+from .runtime import GpuError
+
+RASTER_ROWS = (4, 8, 16)
+RASTER_COLS = (1, 2)
+LOSS_VARIANTS = ("tiled", "lines")
+
+
+@dataclass(frozen=True)
+class Layout:
+    """The layout choices of the step's kernels (:meth:`of` for an adapter's)."""
+
+    raster_rows: int       # pixel rows per raster thread (4, 8, 16)
+    raster_cols: int       # pixel columns per raster thread (1, 2)
+    raster_skip: bool      # branch around a vec4 pixel group a splat does not touch
+    threads: int           # threads of the serial-chunk kernels (radix sort, emission)
+    parallel_scan: bool    # their tables scanned by many workgroups, not by one
+    loss_variant: str      # "tiled" (workgroup memory) or "lines" (one thread per image line)
+    float_atomics: bool    # raster backward's hardware float atomics, else a CAS loop
+    subgroups: bool        # raster backward's subgroup reduction, else through workgroup memory
+
+    def __post_init__(self) -> None:
+        if self.raster_rows not in RASTER_ROWS:
+            raise ValueError(f"raster_rows must be 4, 8 or 16, got {self.raster_rows}")
+        if self.raster_cols not in RASTER_COLS:
+            raise ValueError(f"raster_cols must be 1 or 2, got {self.raster_cols}")
+        if self.loss_variant not in LOSS_VARIANTS:
+            raise ValueError(f"loss_variant must be one of {LOSS_VARIANTS}, got "
+                             f"{self.loss_variant!r}")
+        if int(self.threads) < 1:
+            raise ValueError(f"threads must be positive, got {self.threads}")
+
+    @classmethod
+    def of(cls, ctx, **choices) -> "Layout":
+        """The layout for adapter ``ctx``: its default, with ``choices`` (field names; None keeps
+        the default) forced. A dependent default follows the forced value it depends on (the
+        columns follow the rows)."""
+        unknown = set(choices) - {f.name for f in fields(cls)}
+        if unknown:
+            raise TypeError(f"Layout has no field {', '.join(sorted(unknown))}")
+        given = {k: v for k, v in choices.items() if v is not None}
+        cpu = ctx.adapter_type == "CPU"
+        # Pixels per raster thread: 16 rows on a CPU adapter (workgroup-memory loads are expensive
+        # there), 4 on a GPU (64 threads per tile); 2 columns with the CPU layout (8 threads, one
+        # SIMD row of lavapipe per tile: the per-splat loads and sums are paid once per row).
+        rows = int(given.get("raster_rows", 16 if cpu else 4))
+        layout = cls(
+            raster_rows=rows,
+            raster_cols=int(given.get("raster_cols", 2 if cpu and rows == 16 else 1)),
+            # Worth it on GPUs; on a CPU adapter the lanes pay for the mask bookkeeping instead
+            # (branch-free measured 2-15 % faster on lavapipe, docs/benchmarks.md).
+            raster_skip=bool(given.get("raster_skip", not cpu)),
+            # A CPU adapter wants a few long chunks per core; a GPU many short ones.
+            threads=int(given.get("threads", 256 if cpu else 16384)),
+            # One workgroup's scans on CPU adapters (barriers are costly there), many on GPUs
+            # (measured on an H100: the one-workgroup scans took 21-36 ms of a 43-70 ms step at
+            # 100k Gaussians).
+            parallel_scan=bool(given.get("parallel_scan", not cpu)),
+            # lavapipe: no barriers, no workgroup memory in the loss.
+            loss_variant=str(given.get("loss_variant", "lines" if cpu else "tiled")),
+            float_atomics=bool(given.get("float_atomics", ctx.has_float_atomics)),
+            subgroups=bool(given.get("subgroups", ctx.has_subgroups)))
+        layout.check(ctx)
+        return layout
+
+    def replace(self, **choices) -> "Layout":
+        """This layout with ``choices`` forced (None keeps a field)."""
+        return replace(self, **{k: v for k, v in choices.items() if v is not None})
+
+    def check(self, ctx) -> None:
+        """:class:`GpuError` when the layout asks for a feature adapter ``ctx`` lacks."""
+        if self.float_atomics and not ctx.has_float_atomics:
+            raise GpuError(f"{ctx.name} has no shader-float32-atomic; use the compare-and-swap "
+                           f"variant")
+        if self.subgroups and not ctx.has_subgroups:
+            raise GpuError(f"{ctx.name} has no subgroup operations; use the workgroup reduction")
+
+    @property
+    def reduction(self) -> str:
+        """The raster backward's accumulation variant in words."""
+        return (f"{'float atomics' if self.float_atomics else 'CAS loop'}, "
+                f"{'subgroup' if self.subgroups else 'workgroup'} reduction")
