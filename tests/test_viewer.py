@@ -77,7 +77,7 @@ def make_viewer(gpu_ctx, model, cam, **kw):
     renderer = GpuRenderer(gpu_ctx)
     renderer.upload_model(model)
     orbit = OrbitCamera.from_camera(cam, 4.0)
-    return Viewer(gpu_ctx, renderer, orbit, size=(160, 120), **kw), renderer
+    return Viewer(renderer, orbit, size=(160, 120), **kw), renderer
 
 
 def test_window_image_matches_the_offscreen_render(display, gpu_ctx, presents, scene):

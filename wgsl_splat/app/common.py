@@ -15,6 +15,7 @@ from ..camera import Camera
 from ..errors import UserError
 from ..model import GaussianModel
 from ..render_config import CLASSIC, RENDER_MODES, RenderConfig, render_config
+from .flags import Flag
 
 
 class FiniteFloat(click.FloatRange):
@@ -37,24 +38,29 @@ def given_flags(ctx: click.Context) -> frozenset:
 
 
 
-DROP_NONFINITE_OPTION = click.option(
-    "--drop-nonfinite", is_flag=True,
-    help="Leave out the Gaussians of the PLY that hold NaN or infinity (refused otherwise).")
+DROP_NONFINITE = Flag(("--drop-nonfinite",), dict(
+    is_flag=True,
+    help="Leave out the Gaussians of the PLY that hold NaN or infinity (refused otherwise)."))
 
-DEVICE_OPTION = click.option(
-    "--device", type=click.Choice(["auto", "gpu", "cpu"]), default="auto", show_default=True,
-    help="auto: a wgpu adapter if there is one, else the NumPy path; gpu: fail without an adapter.")
+DEVICE = Flag(("--device",), dict(
+    type=click.Choice(["auto", "gpu", "cpu"]), default="auto", show_default=True,
+    help="auto: a wgpu adapter if there is one, else the NumPy path; gpu: fail without an adapter."))
 
-ADAPTER_OPTION = click.option(
-    "--adapter", "adapter_filter", default=None,
-    help="Use the first GPU adapter whose name contains this (see `wgsl_splat devices`).")
+ADAPTER = Flag(("--adapter",), dict(
+    default=None,
+    help="Use the first GPU adapter whose name contains this (see `wgsl_splat devices`)."))
 
 # The render mode of a model someone renders: the one it was trained in unless overridden (train
 # declares its own in TrainConfig.render_mode, with the same flag).
-RENDER_MODE_OPTION = click.option(
-    "--antialiased/--classic", "antialiased", default=None,
+RENDER_MODE = Flag(("--antialiased/--classic",), dict(
+    default=None,
     help="Render mode: antialiased (Mip-Splatting's 2D and 3D filters) or classic 3DGS. Default: "
-         "the mode the model was trained in (its PLY header); overriding it prints a warning.")
+         "the mode the model was trained in (its PLY header); overriding it prints a warning."))
+
+DROP_NONFINITE_OPTION = DROP_NONFINITE.decorator("drop_nonfinite")
+DEVICE_OPTION = DEVICE.decorator("device")
+ADAPTER_OPTION = ADAPTER.decorator("adapter_filter")
+RENDER_MODE_OPTION = RENDER_MODE.decorator("antialiased")
 
 
 def mode_of_flag(antialiased: bool) -> str:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import time
+from dataclasses import dataclass
 
 import click
 import numpy as np
@@ -13,9 +14,9 @@ from ..data.datasets import scene_formats_text
 from ..errors import UserError
 from ..model import GaussianModel
 from .common import (
-    DEVICE_OPTION,
-    DROP_NONFINITE_OPTION,
-    RENDER_MODE_OPTION,
+    DEVICE,
+    DROP_NONFINITE,
+    RENDER_MODE,
     check_image_sizes,
     load_cameras_json,
     load_model_and_mode,
@@ -24,48 +25,65 @@ from .common import (
     parse_color,
     render_mode_for,
 )
+from .flags import add_flags, argument, flag, split_request
+
+
+@dataclass(frozen=True)
+class RenderRequest:
+    """The ``render`` command's flags, in the order ``--help`` lists them."""
+
+    model_path: str | None = argument(required=False, type=click.Path(dir_okay=False))
+    data: str = flag(
+        "--data", default="default", show_default=True,
+        help="The scene whose cameras to render from (next to its images): "
+             f"{scene_formats_text()}, or 'default' (the embedded scene).")
+    resolution: int = flag(
+        "-r", "--resolution", type=click.IntRange(min=1), default=1, show_default=True,
+        help="Downscale factor of the scene's cameras (as in training).")
+    camera_json: str | None = flag(
+        "--camera", type=click.Path(exists=True, dir_okay=False),
+        help="JSON file with one camera or a list: world_to_camera (4x4), fx, fy, cx, cy, width, "
+             "height.")
+    out_dir: str = flag("--out", default="out/render", show_default=True,
+                        type=click.Path(file_okay=False))
+    background: str = flag("--background", default="0,0,0", show_default=True,
+                           help="r,g,b in [0,1].")
+    limit: int | None = flag("--limit", type=click.IntRange(min=1), default=None,
+                             help="Render at most this many cameras.")
+    sh_degree: int | None = flag(
+        "--sh-degree", type=click.IntRange(0, 3), default=None,
+        help="Render with at most this SH degree (lower degrees hold more Gaussians on a GPU).")
+    drop_nonfinite: bool = DROP_NONFINITE.field()
+    antialiased: bool | None = RENDER_MODE.field()
+    device: str = DEVICE.field()
 
 
 @click.command()
-@click.argument("model_path", required=False, type=click.Path(dir_okay=False))
-@click.option("--data", "data", default="default", show_default=True,
-              help="The scene whose cameras to render from (next to its images): "
-                   f"{scene_formats_text()}, or 'default' (the embedded scene).")
-@click.option("-r", "--resolution", type=click.IntRange(min=1), default=1, show_default=True,
-              help="Downscale factor of the scene's cameras (as in training).")
-@click.option("--camera", "camera_json", type=click.Path(exists=True, dir_okay=False),
-              help="JSON file with one camera or a list: world_to_camera (4x4), fx, fy, cx, cy, width, height.")
-@click.option("--out", "out_dir", default="out/render", show_default=True, type=click.Path(file_okay=False))
-@click.option("--background", default="0,0,0", show_default=True, help="r,g,b in [0,1].")
-@click.option("--limit", type=click.IntRange(min=1), default=None, help="Render at most this many cameras.")
-@click.option("--sh-degree", type=click.IntRange(0, 3), default=None,
-              help="Render with at most this SH degree (lower degrees hold more Gaussians on a GPU).")
-@DROP_NONFINITE_OPTION
-@RENDER_MODE_OPTION
-@DEVICE_OPTION
-def render(model_path, data, resolution, camera_json, out_dir, background, limit, sh_degree,
-           drop_nonfinite, antialiased, device):
+@add_flags(RenderRequest)
+def render(**values):
     """Render MODEL_PATH (.ply) from the cameras of a scene or a camera file, writing PNGs.
 
     Without MODEL_PATH the scene's point cloud is rendered as initial Gaussians (what training
     starts from), next to the scene's ground-truth images.
     """
-    render_model(model_path, data, camera_json, out_dir, parse_color(background), limit, device,
-                    resolution, sh_degree, drop_nonfinite, antialiased)
+    request, _ = split_request(RenderRequest, values)
+    render_model(request, parse_color(request.background))
 
 
-
-
-def render_model(model_path, data, camera_json, out_dir, background, limit, device, resolution=1,
-           sh_degree=None, drop_nonfinite=False, antialiased: bool | None = None) -> None:
+def render_model(request: RenderRequest, background) -> None:
     """Render a model from a scene's cameras (next to its images) or from a camera file.
 
     ``data``: 'default' (the embedded scene) or any scene ``train`` reads, at ``resolution``.
     Without ``model_path`` the scene's point cloud is rendered as initial Gaussians. The render
-    mode is the model's (its PLY header), unless ``antialiased`` says otherwise.
+    mode is the model's (its PLY header), unless ``antialiased`` says otherwise. ``background``:
+    the parsed ``--background``.
     """
-    model, mode = load_model_and_mode(model_path, drop_nonfinite) if model_path else (None, "classic")
-    dataset = load_training_data(data, resolution, False, background)
+    r = request
+    model_path, data, camera_json, out_dir = r.model_path, r.data, r.camera_json, r.out_dir
+    sh_degree = r.sh_degree
+    model, mode = (load_model_and_mode(model_path, r.drop_nonfinite) if model_path
+                   else (None, "classic"))
+    dataset = load_training_data(data, r.resolution, False, background)
     if model is None:
         if dataset.points is None:
             raise UserError(f"{data} has no point cloud to render: pass a MODEL.ply")
@@ -79,11 +97,11 @@ def render_model(model_path, data, camera_json, out_dir, background, limit, devi
     views = [(cam, i) for i, cam in enumerate(dataset.cameras)]   # (camera, ground-truth index)
     if camera_json:
         views = [(cam, None) for cam in load_cameras_json(camera_json)]
-    if limit is not None:
-        views = views[:limit]
+    if r.limit is not None:
+        views = views[:r.limit]
     names = _output_names(views, camera_json)
-    config = render_mode_for(mode, antialiased, click.echo)
-    render_fn, path_name = make_renderer(device, echo=click.echo, config=config)
+    config = render_mode_for(mode, r.antialiased, click.echo)
+    render_fn, path_name = make_renderer(r.device, echo=click.echo, config=config)
     check_image_sizes([cam for cam, _ in views], render_fn.limit, path_name)
     try:
         os.makedirs(out_dir, exist_ok=True)
@@ -99,7 +117,6 @@ def render_model(model_path, data, camera_json, out_dir, background, limit, devi
             save_png(os.path.join(out_dir, f"{name}_gt.png"), dataset.load_image(gt))
     click.echo(f"Rendered {len(views)} views of {len(model)} Gaussians ({config.mode}) on "
                f"{path_name} (median {1000 * float(np.median(times)):.1f} ms/view) into {out_dir}")
-
 
 
 def _output_names(views, camera_json) -> list[str]:

@@ -52,15 +52,17 @@ def _wgpu():
 
 
 class Viewer:
-    """A window showing what ``renderer`` renders from an :class:`OrbitCamera`."""
+    """A window showing what ``renderer`` renders from an :class:`OrbitCamera` (on the renderer's
+    device, ``renderer.ctx``)."""
 
     FLY_SPEED = 0.6           # orbit distances per second
     ORBIT_SPEED = 0.006       # radians per pixel dragged
     PAN_SPEED = 0.0015        # orbit distances per pixel dragged
 
-    def __init__(self, ctx, renderer, orbit: OrbitCamera, *, size=(960, 720), title="wgsl_splat",
+    def __init__(self, renderer, orbit: OrbitCamera, *, size=(960, 720), title="wgsl_splat",
                  cameras=(), background=(0.0, 0.0, 0.0), active_sh_degree: int | None = None,
                  screenshot_dir: str = ".") -> None:
+        ctx = renderer.ctx
         check_display()
         refused = window_refused(ctx)
         if refused:
@@ -326,7 +328,7 @@ class TrainingPreview:
             orbit = OrbitCamera.from_camera(first, float(np.linalg.norm(model_center - first.center)) or 1.0)
         else:
             orbit = OrbitCamera.for_points(step.get_model().means)
-        self.viewer = Viewer(step.ctx, step.renderer, orbit, size=size, title="wgsl_splat training",
+        self.viewer = Viewer(step.renderer, orbit, size=size, title="wgsl_splat training",
                              cameras=cams, background=step.background)
         self.budget = budget
         self.min_interval = 1.0 / max_fps

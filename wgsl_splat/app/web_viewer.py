@@ -25,24 +25,27 @@ import math
 import socket
 import threading
 import time
+from dataclasses import dataclass
 
 import click
 import numpy as np
 
 from ..camera import Camera
 from ..errors import UserError
+from .flags import Flag
 
 INSTALL = "pip install 'wgsl_splat[web]'"
 JPEG_QUALITY = 90
 
 
-HOST_OPTION = click.option(
-    "--host", default="127.0.0.1", show_default=True,
+HOST = Flag(("--host",), dict(
+    default="127.0.0.1", show_default=True,
     help="Web viewer: the address to listen on (0.0.0.0: every interface, to watch from other "
-         "machines).")
-PORT_OPTION = click.option(
-    "--port", type=click.IntRange(0, 65535), default=8080, show_default=True,
-    help="Web viewer: the port (0 picks a free one; the address is printed).")
+         "machines)."))
+PORT = Flag(("--port",), dict(
+    type=click.IntRange(0, 65535), default=8080, show_default=True,
+    help="Web viewer: the port (0 picks a free one; the address is printed)."))
+HOST_OPTION, PORT_OPTION = HOST.decorator("host"), PORT.decorator("port")
 
 
 def import_viser():
@@ -130,24 +133,33 @@ class _Client:
         self.frames = 0
 
 
+@dataclass(frozen=True)
+class WebScene:
+    """What the page shows besides the model: the dataset's ``cameras`` as clickable frusta, the
+    first view looking through ``cameras[initial]``, or at ``points`` from outside when there are
+    no cameras."""
+
+    cameras: tuple = ()
+    points: np.ndarray | None = None
+    initial: int = 0
+
+
 class WebViewer:
-    """A viser server streaming ``render(camera) -> (H, W, 3)`` images to every browser.
+    """A viser server streaming ``render(camera) -> (H, W, 3)`` images to every browser, showing
+    ``scene`` (:class:`WebScene`). Not thread-safe on the rendering side: call
+    :meth:`render_due` from the thread that owns the renderer."""
 
-    ``cameras`` become clickable frusta; the first view (``initial``) looks through
-    ``cameras[initial]``, or at ``points`` from outside when there are no cameras. Not
-    thread-safe on the rendering side: call :meth:`render_due` from the thread that owns the
-    renderer."""
+    RENDER_SCALE = 1.0      # the render-scale slider's first position
 
-    def __init__(self, host: str, port: int, *, title: str, mode: str, cameras=(),
-                 points: np.ndarray | None = None, initial: int = 0, log=print,
-                 max_pixels: int = 1280 * 720, render_scale: float = 1.0,
+    def __init__(self, host: str, port: int, *, title: str, mode: str,
+                 scene: WebScene = WebScene(), log=print, max_pixels: int = 1280 * 720,
                  announce: bool = False) -> None:
         viser = import_viser()
         check_port(host, port)
         self.log = log
         self.announce = announce        # a line when a browser comes, gets its first frame, goes
         self.mode = mode
-        self.cameras = list(cameras)
+        self.cameras = list(scene.cameras)
         self.max_pixels = int(max_pixels)
         self._clients: dict[int, _Client] = {}
         self._lock = threading.Lock()
@@ -165,9 +177,9 @@ class WebViewer:
         self.host = host
         self.server.gui.configure_theme(control_layout="floating", show_share_button=False,
                                         show_logo=False)
-        self._setup_scene(points, initial)
+        self._setup_scene(scene.points, scene.initial)
         self.info = self.server.gui.add_markdown(f"render mode: **{mode}** (rendered by wgsl_splat)")
-        self.scale = self.server.gui.add_slider("render scale", 0.1, 1.0, 0.05, render_scale,
+        self.scale = self.server.gui.add_slider("render scale", 0.1, 1.0, 0.05, self.RENDER_SCALE,
                                                 hint="Resolution of the streamed image relative "
                                                      "to the browser's canvas")
         self.scale.on_update(lambda _event: self.mark_all())
@@ -356,8 +368,8 @@ class TrainingWebPreview:
                  refresh: float = 0.5, max_credit: float = 1.0) -> None:
         cams = list(dataset.cameras)
         test = list(getattr(dataset, "test_indices", []) or [])
-        self.viewer = WebViewer(host, port, title="wgsl_splat training", mode=mode, cameras=cams,
-                                points=None, initial=test[0] if test else 0, log=log)
+        self.viewer = WebViewer(host, port, title="wgsl_splat training", mode=mode,
+                                scene=WebScene(cams, initial=test[0] if test else 0), log=log)
         self.log = log
         self.budget, self.refresh, self.max_credit = budget, refresh, max_credit
         gui = self.viewer.server.gui
