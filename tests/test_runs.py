@@ -345,17 +345,20 @@ def test_the_resume_command_continues_the_same_run(monkeypatch):
     import shlex
     import types
 
-    from wgsl_splat.app.train import resume_command
+    from wgsl_splat.app.run_request import RunRequest, resume_command
 
     monkeypatch.setattr(sys, "argv", ["/x/venv/lib/python3/site-packages/wgsl_splat/__main__.py"])
-    run = dict(data="/data/my scene", resolution=4, eval_split=True, preset="fast")
-    cmd = shlex.split(resume_command("runs/a", run, "gpu", "llvm", "0,0", None, True))
+    run = RunRequest(data="/data/my scene", out_dir="runs/a", resolution=4, eval_split=True,
+                     preset="fast", device="gpu", adapter_filter="llvm", devices="0,0",
+                     preview=True)
+    cmd = shlex.split(resume_command(run))
     assert cmd == [sys.executable, "-m", "wgsl_splat", "train", "/data/my scene", "--out", "runs/a",
                    "--resume", "latest", "--device", "gpu", "--adapter", "llvm", "--devices", "0,0",
                    "--preview"]
     monkeypatch.setattr(sys, "argv", ["/x/venv/bin/wgsl_splat"])
     world = types.SimpleNamespace(size=4, rank=0)
-    cmd = shlex.split(resume_command("o", dict(run, data="default"), "auto", None, None, world, False))
+    run = RunRequest(data="default", out_dir="o", resolution=4, eval_split=True, preset="fast")
+    cmd = shlex.split(resume_command(run, world))
     assert cmd == ["mpirun", "-n", "4", "/x/venv/bin/wgsl_splat", "train", "--out", "o", "--resume",
                    "latest", "--distributed"]
 

@@ -45,7 +45,6 @@ HOST = Flag(("--host",), dict(
 PORT = Flag(("--port",), dict(
     type=click.IntRange(0, 65535), default=8080, show_default=True,
     help="Web viewer: the port (0 picks a free one; the address is printed)."))
-HOST_OPTION, PORT_OPTION = HOST.decorator("host"), PORT.decorator("port")
 
 
 def import_viser():

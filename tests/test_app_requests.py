@@ -1,0 +1,58 @@
+"""The commands' flags are declared records (app/flags.py): the click parameters are generated
+from them, and no function of the application takes a long list of parameters instead."""
+
+import ast
+import pathlib
+
+import click
+
+from wgsl_splat.app.cli import main
+from wgsl_splat.app.flags import flags_of, split_request
+from wgsl_splat.app.run_request import RunRequest
+
+APP = pathlib.Path(__file__).resolve().parents[1] / "wgsl_splat" / "app"
+MOST_PARAMETERS = 8
+
+
+def parameters(fn: ast.FunctionDef | ast.AsyncFunctionDef) -> list[str]:
+    a = fn.args
+    names = [p.arg for p in a.posonlyargs + a.args + a.kwonlyargs]
+    names += [f"*{a.vararg.arg}"] if a.vararg else []
+    names += [f"**{a.kwarg.arg}"] if a.kwarg else []
+    return names[1:] if names[:1] in (["self"], ["cls"]) else names
+
+
+def test_no_function_of_the_app_takes_more_than_eight_parameters():
+    """Every function and method of wgsl_splat/app/, nested ones included (self and cls not
+    counted): a command's flags travel as its request record, not one parameter each."""
+    long = []
+    for path in sorted(APP.glob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text(), str(path))):
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                names = parameters(node)
+                if len(names) > MOST_PARAMETERS:
+                    long.append(f"{path.name}:{node.lineno} {node.name}({', '.join(names)})")
+    assert not long, "more than 8 parameters:\n" + "\n".join(long)
+
+
+def test_the_run_request_declares_trains_run_level_flags():
+    """Each field of RunRequest is one of train's parameters, in the field order (before the
+    configuration's flags), and the record click builds from no flags is the record's defaults."""
+    command = main.commands["train"]
+    names = [p.name for p in command.params]
+    fields = list(flags_of(RunRequest))
+    assert names[:len(fields)] == fields
+    assert isinstance(command.params[0], click.Argument)
+    values = command.make_context("train", []).params
+    assert split_request(RunRequest, values)[0] == RunRequest()
+
+
+def test_a_resumed_run_checks_and_keeps_the_declared_flags():
+    rules = RunRequest.resume_rules()
+    assert {name: rule[:2] for name, rule in rules.items()} == {
+        "data": ("agree", "DATA"), "preset": ("agree", "--preset"),
+        "eval_split": ("agree", "--eval"), "resolution": ("agree", "-r/--resolution"),
+        "device": ("kept", "--device")}
+    request = RunRequest(data="default", resolution=2, device="auto")
+    assert list(request.run_info()) == ["data", "resolution", "eval_split", "preset",
+                                        "device_option"]
