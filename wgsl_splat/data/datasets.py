@@ -111,4 +111,3 @@ def load_dataset(path, *, resolution: float = 1, eval_split: bool = False,
             cache = ImageCache([root / ".wgsl_splat_cache" / label, fallback])
     return Dataset(cameras, points, colors, train, test, bg, kind, notes, str(root), resolution,
                    aabb, synthetic, sources, cache, alpha_mask=kind == "colmap")
-

@@ -61,7 +61,6 @@ def check_masks(scene: SceneParts, notes: list) -> None:
                  "pixels are left out of the loss and the metrics")
 
 
-
 def file_mask(src: ImageSource, shape: tuple[int, int]) -> np.ndarray:
     """The pixels ``src``'s mask file keeps in the view of ``shape`` (H, W): the mask undistorted
     and downscaled as its image, then thresholded at :data:`MASK_KEEP`."""

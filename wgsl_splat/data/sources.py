@@ -53,7 +53,6 @@ class ImageSource:
     mask: str | None = None   # the mask file (same size as the image), None: no mask file
 
 
-
 def check_downscale(resolution: float, sizes) -> None:
     """Refuse a ``-r`` that shrinks one of the images (``(width, height)`` pairs) below
     :data:`MIN_DOWNSCALED_SIDE` pixels on a side (images already that small are left alone)."""
@@ -66,7 +65,6 @@ def check_downscale(resolution: float, sizes) -> None:
         raise DatasetError(f"-r {resolution:g} would shrink the {w}x{h} images to "
                            f"{scaled[0]}x{scaled[1]} px; at most -r {largest} keeps them "
                            f"{MIN_DOWNSCALED_SIDE} px on a side")
-
 
 
 def source_size(path: Path, width: int, height: int, what: str,
@@ -113,4 +111,3 @@ def distortion_note(sources: list[ImageSource], what: str) -> str | None:
     kinds = sorted({s.distortion.describe() for s in distorted})
     return (f"undistorting {len(distorted)} images on load ({what}: {listing(kinds, 2)}; same "
             f"pinhole intrinsics, up to {outside:.1f} px at the borders edge-clamped)")
-

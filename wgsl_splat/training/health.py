@@ -31,7 +31,6 @@ def nonfinite_groups(model: GaussianModel) -> list[str]:
     return [k for k, v in model.arrays().items() if not np.all(np.isfinite(v))]
 
 
-
 def divergence(model: GaussianModel, extent: float, loss_first: float | None,
                loss_now: float | None, empty_loss: float | None,
                initial_n: int | None) -> str | None:
@@ -88,4 +87,3 @@ def empty_image_loss(dataset, cfg: TrainConfig, views: int = 8) -> float:
         empty = np.broadcast_to(np.asarray(cfg.background, np.float32), gt.shape)
         losses.append(loss_and_grad(empty, gt, lam)[0])
     return float(np.mean(losses))
-

@@ -89,4 +89,3 @@ def scene_extent(dataset) -> float:
         lo, hi = (np.asarray(b, dtype=np.float64) for b in dataset.bounds())
         extent = max(float(np.linalg.norm(hi - lo)) / 2, 1e-3)
     return extent
-

@@ -85,7 +85,6 @@ class Timing:
                          sorted(self.totals.items(), key=lambda kv: -kv[1]))
 
 
-
 def filter_3d_refresh_due(it: int, cfg: TrainConfig, strategy: Strategy) -> bool:
     """Antialiased mode: besides after every densification round, Mip-Splatting recomputes the 3D
     filter every 100 steps once densification has stopped, except in the last 100 steps."""
@@ -113,10 +112,10 @@ class Session:
 class Trainer:
     def __init__(self, dataset, cfg: TrainConfig, out_dir: str, step_factory, log=print,
                  run_info: dict | None = None, primary: bool = True):
-        """``step_factory(arrays: HostArrays, spec: StepSpec) -> TrainStep``; ``run_info`` (data path, resolution, split, device) is
-        recorded in cfg.json for ``eval``. ``primary=False``: a rank of a distributed run other
-        than rank 0, which trains in step with it but evaluates and saves nothing (its
-        ``out_dir`` takes only its log)."""
+        """``step_factory(arrays: HostArrays, spec: StepSpec) -> TrainStep``; ``run_info`` (data
+        path, resolution, split, device) is recorded in cfg.json for ``eval``. ``primary=False``:
+        a rank of a distributed run other than rank 0, which trains in step with it but evaluates
+        and saves nothing (its ``out_dir`` takes only its log)."""
         self.primary = primary
         #: how to continue this run (the CLI sets the full command line)
         self.resume_command = "--resume latest"

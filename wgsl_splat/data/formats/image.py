@@ -30,7 +30,8 @@ def _load_single_image(path: Path):
     centre, so the image fills the view: the plane shows [-W/2f, W/2f] × [-H/2f, H/2f].
 
     There is no point cloud: the trainer should initialise random points on that plane, e.g.
-    uniformly inside :meth:`~wgsl_splat.data.dataset.Dataset.bounds` (a zero-thickness box at z = 1) with random colours.
+    uniformly inside :meth:`~wgsl_splat.data.dataset.Dataset.bounds` (a zero-thickness box at
+    z = 1) with random colours.
     """
     w, h = checked(read_image_size, path)
     f = SINGLE_IMAGE_FOCAL_FACTOR * max(w, h)

@@ -331,4 +331,3 @@ def _transforms_camera(meta: dict, frame: dict, path: Path, w2c: np.ndarray, whe
     except ValueError as exc:
         raise DatasetError(f"{where}: {exc}") from None
     return cam, scaled_source(path, ws, hs, width, height, fx, fy, cx, cy, dist)
-
