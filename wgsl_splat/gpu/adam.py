@@ -15,7 +15,7 @@ dispatch into the caller's open compute pass. With ``zero_grads=True`` (the defa
 clears each gradient after reading it, so the next step's backward pass can accumulate into a zero
 buffer without a separate clear. Only one Adam step per submit (the uniform holds one step).
 
-The training step's state is paged (:mod:`.pages`): :meth:`GpuAdam.configure_pages` runs the
+The training step's state is paged (:mod:`.pages`): :meth:`GpuAdam.bind_pages` runs the
 kernel once per page, each page its own flat layout. A single-view step does not run this kernel
 at all: the projection backward pass applies the same update as it computes each gradient
 (``shaders/adam_sink.wgsl``, uniform from :meth:`GpuAdam.encode_fused`).
@@ -30,7 +30,7 @@ import numpy as np
 from ..contract.optim import LR_GROUPS, AdamState, OptimConfig
 from ..model import GaussianModel, param_offsets
 from .device import Gpu
-from .pages import Page, page_name
+from .pages import PagedArrays, page_name
 from .pool import UNIFORM_USAGE, buffer_usage
 from .runtime import GpuContext
 from .shaders import file_constants
@@ -168,12 +168,12 @@ class GpuAdam:
         their remapping after densification is the caller's (see :meth:`upload_state`)."""
         self._configure([(0, layout)], allocate=allocate)
 
-    def configure_pages(self, pages: list[Page], k: int, *, roles=("params", "grads", "m", "v"),
-                        allocate: bool = True) -> None:
-        """One flat layout per page of the state (page p of a buffer is ``page_name(name, p)``);
-        ``roles``: the buffers to size (the caller sizes the others)."""
-        parts = [(page.index, ParamLayout.flat(page.count, k)) for page in pages]
-        self._configure(parts or [(0, ParamLayout.flat(0, k))], roles=roles, allocate=allocate)
+    def bind_pages(self, arrays: PagedArrays) -> None:
+        """One flat layout per page of the paged storage ``arrays`` (page p of a buffer is
+        ``page_name(name, p)``), whose owner allocates the pages."""
+        k = arrays.sh_coeffs
+        parts = [(page.index, ParamLayout.flat(page.count, k)) for page in arrays.pages]
+        self._configure(parts or [(0, ParamLayout.flat(0, k))], allocate=False)
 
     def _configure(self, parts, roles=("params", "grads", "m", "v"), allocate=True) -> None:
         self.layout = parts[0][1] if len(parts) == 1 else ParamLayout(())

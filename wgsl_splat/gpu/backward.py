@@ -28,7 +28,7 @@ from ..contract.statistics import STANDARD, resolve, statistics_wgsl
 from .device import Gpu
 from .layout import Layout
 from .loss import SLOT
-from .pages import SPLAT_BYTES, page_name
+from .pages import SPLAT_BYTES, STATS, page_name
 from .pool import UNIFORM_USAGE, buffer_usage
 from .renderer import GpuRenderer
 from .sort import grid_2d
@@ -136,6 +136,7 @@ class GpuBackward:
         self.gpu = gpu
         self.ctx, self.pool, self.lib = ctx, pool, lib = gpu.ctx, gpu.pool, gpu.lib
         self.renderer = renderer
+        self.arrays = renderer.arrays
         # the renderer's layout, or another accumulation variant of it (the portability tour)
         self.layout = layout = layout or renderer.layout
         layout.check(ctx)
@@ -172,7 +173,6 @@ class GpuBackward:
             self._terms_slot_bytes = self._terms.struct_dtype("TermsSlot").itemsize
             pool.get("loss_terms_slots", slots.nbytes, buffer_usage(*UNIFORM_USAGE))
             pool.write("loss_terms_slots", slots)
-        self.num = 0
 
     @property
     def variant(self) -> str:
@@ -197,38 +197,26 @@ class GpuBackward:
     def n_stats(self) -> int:
         return max(len(self.statistics), 1)
 
-    def configure(self, n: int, stats: np.ndarray | None = None) -> None:
-        """Size the per-splat buffers for ``n`` Gaussians; ``stats`` (S, n) float32, one row per
-        statistic in order, replaces the statistics (zeros when None). ``grad2d`` is cleared so
-        that the next backward pass accumulates into zeros."""
-        self.resize(n)
+    @property
+    def num(self) -> int:
+        return self.arrays.num
+
+    def configure(self, stats: np.ndarray | None = None) -> None:
+        """Size the per-splat buffers for the paged storage's rows; ``stats`` (S, N) float32, one
+        row per statistic in order, replaces the statistics (zeros when None). ``grad2d`` is
+        cleared so that the next backward pass accumulates into zeros."""
+        self.resize()
         data = (np.zeros((self.n_stats, max(self.num, 1)), np.float32) if stats is None
                 else np.asarray(stats, np.float32).reshape(-1, self.num))
-        for page in self.renderer.pages or []:
-            sl = slice(page.base, page.base + page.count)
-            self.pool.write(page_name("stats", page.index), np.ascontiguousarray(data[:, sl]))
-        if not self.renderer.pages:
-            self.pool.write("stats", np.zeros(1, np.float32))
+        self.arrays.write_planes(STATS, data)
+        if not self.arrays.pages:
+            self.pool.write(STATS, np.zeros(1, np.float32))
 
-    def alloc_stats(self, name: str, n: int) -> None:
-        """Pages of the statistics for ``n`` rows under ``name`` (existing pages of the right size
-        are kept): one plane of each page's rows per statistic."""
-        paging = self.renderer.paging
-        pages = paging.pages(n) or [paging.pages(1)[0]]
-        for page in pages:
-            self.pool.get(page_name(name, page.index), 4 * self.n_stats * max(page.count, 1),
-                          exact=True)
-        p = len(pages)
-        while page_name(name, p) in self.pool:
-            self.pool.free(page_name(name, p))
-            p += 1
-
-    def resize(self, n: int) -> None:
-        """Size the per-splat buffers for ``n`` Gaussians, keeping the statistics (a device-side
-        edit of the state rebuilt them already); ``grad2d`` is cleared."""
-        self.num = int(n)
+    def resize(self) -> None:
+        """Size the per-splat buffers for the paged storage's rows, keeping the statistics (a
+        device-side edit of the state rebuilt them already); ``grad2d`` is cleared."""
         m = max(self.num, 1)
-        split = self.renderer.paging.split
+        split = self.arrays.paging.split
         self.pool.get("grad2d", 4 * GRAD2D_FLOATS * min(m, split), exact=True)
         if self.num > split:
             self.pool.get("grad2d_hi", 4 * GRAD2D_FLOATS * (self.num - split), exact=True)
@@ -238,7 +226,7 @@ class GpuBackward:
         self.pool.get("term_partials", 4 * -(-m // block))
         if self.pose:   # every page's workgroups (pages start at whole workgroups)
             self.pool.get("pose_partials", 48 * -(-m // block))
-        self.alloc_stats("stats", self.num)
+        self.arrays.alloc(STATS, 4 * self.n_stats)
         with self.ctx.guard("clearing the screen-space gradients"):
             enc = self.ctx.device.create_command_encoder(label="clear grad2d")
             enc.clear_buffer(self.pool["grad2d"])
@@ -310,8 +298,4 @@ class GpuBackward:
 
     def read_stats(self) -> np.ndarray:
         """(S, N) float32: the statistics in order (blocking reads, page by page)."""
-        s = len(self.statistics)
-        parts = [self.pool.read_array(page_name("stats", p.index), np.float32,
-                                      s * p.count).reshape(s, p.count)
-                 for p in self.renderer.pages]
-        return np.concatenate(parts, axis=1) if parts else np.zeros((s, 0), np.float32)
+        return self.arrays.read_planes(STATS, len(self.statistics))

@@ -39,10 +39,12 @@ from ..render_config import CLASSIC, RenderConfig
 from .device import Gpu
 from .layout import Layout
 from .pages import (
+    PARAMS,
     RECT_BYTES,
     SPLAT_BYTES,
     ModelTooLargeError,
     Page,
+    PagedArrays,
     Paging,
     page_name,
     row_bytes,
@@ -143,9 +145,12 @@ class GpuRenderer:
     RASTER_BATCH = 256     # splats per workgroup-memory batch of raster.wgsl (12 KiB)
 
     def __init__(self, gpu: Gpu | GpuContext, *, layout: Layout | None = None,
-                 config: RenderConfig | None = None, initial_capacity: int | None = None) -> None:
+                 config: RenderConfig | None = None, initial_capacity: int | None = None,
+                 arrays: PagedArrays | None = None) -> None:
         self.gpu = Gpu.of(gpu)
         self.ctx, self.pool, self.lib = self.gpu.ctx, self.gpu.pool, self.gpu.lib
+        # the paged per-Gaussian storage (N lives there): the training step's, or its own
+        self.arrays = arrays or PagedArrays(self.pool, self.ctx.max_binding_bytes)
         self.config = config or CLASSIC
         self.layout = layout or Layout.of(self.ctx)
         self.depth_sort = RadixSorter(self.lib, self.pool, "depth", self.layout)
@@ -154,13 +159,7 @@ class GpuRenderer:
         if self.emit_scan is None:
             self.pool.get("no_scan_sums", 16)   # binds scan.wgsl's scan_sums, unused by scan_counts
         self.chunks = 0
-        self.num = 0
-        self.sh_coeffs = 1
-        self.sh_degree = 0
         self.active_sh_degree = 0
-        self.offsets = (0, 0, 0, 0)
-        self.paging = Paging(self.ctx.max_binding_bytes, 1)
-        self.pages: list[Page] = []
         self.capacity = 0
         self._initial_capacity = initial_capacity
         self.width = self.height = 0
@@ -198,59 +197,17 @@ class GpuRenderer:
             raise ValueError(f"filter_3d must have shape ({n},), got {np.shape(filter_3d)}")
         keep_filter = keep_filter and n == self.num and "filter3d" in self.pool
         self.resize(n, model.sh.shape[1])
-        self.write_paged("params", model)
+        self.arrays.write(PARAMS, model)
         if self.config.antialiased and not keep_filter:
             self.pool.write("filter3d", np.zeros(n, np.float32) if filter_3d is None
                             else np.asarray(filter_3d, np.float32))
-
-    def write_paged(self, name: str, model: GaussianModel) -> None:
-        """Write the rows of ``model`` into the pages of the paged array ``name`` (parameters or
-        an Adam moment), each page in its own flat layout."""
-        arrays = [model.means, model.log_scales, model.quats, model.opacity_logits, model.sh]
-        for page in self.pages:
-            sl = slice(page.base, page.base + page.count)
-            flat = np.concatenate([np.asarray(a[sl], np.float32).ravel() for a in arrays])
-            self.pool.write(page_name(name, page.index), flat)
-
-    def read_paged(self, name: str) -> GaussianModel:
-        """The rows of the paged array ``name`` (blocking reads, page by page)."""
-        from .adam import ParamLayout  # noqa: PLC0415
-
-        k = self.sh_coeffs
-        parts = [ParamLayout.unpack(self.pool.read_array(page_name(name, p.index), np.float32,
-                                                         row_bytes(k) // 4 * p.count), p.count, k)
-                 for p in self.pages]
-        if not parts:
-            return ParamLayout.unpack(np.zeros(0, np.float32), 0, k)
-        return GaussianModel(*(np.concatenate([getattr(m, f) for m in parts])
-                               for f in ("means", "log_scales", "quats", "opacity_logits", "sh")))
-
-    def alloc_paged(self, name: str, n: int, k: int, *, free_beyond: bool = True) -> None:
-        """Make the pages of the paged array ``name`` exactly the size of ``n`` rows of ``k``
-        SH coefficients (existing pages of that size are kept, contents and all)."""
-        paging = Paging(self.ctx.max_binding_bytes, k)
-        pages = paging.pages(n) or [Page(0, 0, 0)]
-        for page in pages:
-            self.pool.get(page_name(name, page.index), max(row_bytes(k) * page.count, 4),
-                          exact=True)
-        if free_beyond:
-            p = len(pages)
-            while page_name(name, p) in self.pool:
-                self.pool.free(page_name(name, p))
-                p += 1
 
     def resize(self, n: int, k: int) -> None:
         """Adopt ``n`` Gaussians with ``k`` SH coefficients whose parameters are (or are about to
         be) in the ``params`` pages already (a device-side edit of the state, or
         :meth:`upload_model`): pages, offsets and per-splat buffers follow; nothing is uploaded."""
         check_model_fits(self.ctx, n, k)
-        self.num = n
-        self.sh_coeffs = k
-        self.sh_degree = sh_degree_from_coeffs(k)
-        self.paging = Paging(self.ctx.max_binding_bytes, k)
-        self.pages = self.paging.pages(n)
-        self.offsets = param_offsets(n)
-        self.alloc_paged("params", n, k)
+        self.arrays.resize(n, k)
         m = max(n, 1)
         split = self.paging.split
         self.pool.get("splats", SPLAT_BYTES * min(m, split), exact=True)
@@ -286,10 +243,35 @@ class GpuRenderer:
     def filter_window(self, page: Page) -> tuple | str:
         return row_window("filter3d", page, 4) if self.config.antialiased else "no_filter3d"
 
+    # -- the paged storage's size, read by every stage ------------------------------------------------
+    @property
+    def num(self) -> int:
+        return self.arrays.num
+
+    @property
+    def sh_coeffs(self) -> int:
+        return self.arrays.sh_coeffs
+
+    @property
+    def sh_degree(self) -> int:
+        return self.arrays.sh_degree
+
+    @property
+    def offsets(self) -> tuple:
+        return self.arrays.offsets
+
+    @property
+    def paging(self) -> Paging:
+        return self.arrays.paging
+
+    @property
+    def pages(self) -> list[Page]:
+        return self.arrays.pages
+
     @property
     def num_params(self) -> int:
         """Floats of the parameters (all pages)."""
-        return self.offsets[3] + self.num * self.sh_coeffs * 3 if self.num else 0
+        return self.arrays.num_params
 
     # -- sizing -------------------------------------------------------------------------------------
     @property

@@ -46,7 +46,7 @@ from .device import Gpu
 from .filter3d import Filter3D
 from .layout import Layout
 from .loss import RESULT_BYTES, GpuLoss
-from .pages import page_name
+from .pages import GRADS, MOMENTS, PARAMS, PagedArrays, page_name
 from .pool import UNIFORM_USAGE, buffer_usage
 from .pose import GpuPose
 from .renderer import COUNTERS_BYTES, GpuRenderer, max_gaussians
@@ -90,7 +90,10 @@ class GpuTrainStep(TrainStep):
         # The kernels' layout: the adapter's default, or ``layout``, or the default with the
         # Layout fields in ``choices`` forced (Layout.of).
         self.layout = layout or Layout.of(self.ctx, **choices)
-        self.renderer = GpuRenderer(self.gpu, layout=self.layout, config=self.render_config)
+        # the per-Gaussian state's pages, which every stage binds
+        self.arrays = PagedArrays(self.pool, self.ctx.max_binding_bytes)
+        self.renderer = GpuRenderer(self.gpu, layout=self.layout, config=self.render_config,
+                                    arrays=self.arrays)
         self.filter = Filter3D(self.renderer) if self.render_config.antialiased else None
         self.loss = GpuLoss(self.gpu, lam=self.loss_config.lambda_dssim, history=history,
                             variant=self.layout.loss_variant)
@@ -216,57 +219,49 @@ class GpuTrainStep(TrainStep):
         names = ["splats", "splats_hi", "rects", "grad2d", "grad2d_hi", "grad2d_copy",
                  r.depth_sort.keys, r.depth_sort.vals, r.depth_sort.keys_tmp,
                  r.depth_sort.vals_tmp]
-        p = 0
-        while page_name("grads", p) in self.pool:
-            names.append(page_name("grads", p))
-            p += 1
+        names += self.arrays.page_names(GRADS)
         for name in names:
             self.pool.free(name)
         r.depth_sort._config = None
 
     def resize(self, n: int) -> None:
         """Everything sized by N follows ``n`` rows of the state (its pages already hold them)."""
-        r = self.renderer
-        r.resize(n, r.sh_coeffs)
+        self.renderer.resize(n, self.arrays.sh_coeffs)
         self._configure_adam()
-        self.backward.resize(n)
+        self.backward.resize()
 
     def _configure_adam(self) -> None:
-        r = self.renderer
-        for name in ("adam_m", "adam_v"):
-            r.alloc_paged(name, r.num, r.sh_coeffs)
-        self.adam.configure_pages(r.pages, r.sh_coeffs, roles=(), allocate=False)
-        if page_name("grads", 0) in self.pool:
-            r.alloc_paged("grads", r.num, r.sh_coeffs)
+        for name in MOMENTS:
+            self.arrays.alloc(name)
+        self.adam.bind_pages(self.arrays)
+        if page_name(GRADS, 0) in self.pool:
+            self.arrays.alloc(GRADS)
 
     def _ensure_grads(self) -> None:
         """The gradient pages (a batched or a non-fused step, the data-parallel reduction, the
         gradient check), made at their exact size when first needed (cheap once they exist)."""
-        r = self.renderer
-        r.alloc_paged("grads", r.num, r.sh_coeffs)
+        self.arrays.alloc(GRADS)
 
     def _upload(self, arrays: HostArrays) -> None:
         self.take_losses_into_buffer()
         model = arrays.model.astype(np.float32)
-        n = len(model)
         stats = (np.stack([arrays.stats[s.name] for s in self.statistics]) if self.statistics
                  else None)
         with self.ctx.guard("uploading the training state"):
             self.renderer.upload_model(model, keep_filter=True)   # N changed: zeros until updated
             self._configure_adam()
-            self.renderer.write_paged("adam_m", arrays.adam.m.astype(np.float32))
-            self.renderer.write_paged("adam_v", arrays.adam.v.astype(np.float32))
+            for name, moment in zip(MOMENTS, (arrays.adam.m, arrays.adam.v)):
+                self.arrays.write(name, moment.astype(np.float32))
             self.adam.step = int(arrays.adam.step)
-            self.backward.configure(n, stats)
+            self.backward.configure(stats)
         self._verify_capacity = True
 
     def get_model(self) -> GaussianModel:
-        return self.renderer.read_paged("params")
+        return self.arrays.read(PARAMS)
 
     def _download(self) -> HostArrays:
-        r = self.renderer
         stats = self.backward.read_stats() if self._state.stat_names else None
-        adam = AdamState(r.read_paged("adam_m"), r.read_paged("adam_v"), self.adam.step)
+        adam = AdamState(*(self.arrays.read(name) for name in MOMENTS), self.adam.step)
         return HostArrays(self.get_model(), adam,
                           {k: stats[i].copy() for i, k in enumerate(self._state.stat_names)})
 
@@ -497,7 +492,7 @@ class GpuTrainStep(TrainStep):
 
     def read_reduction(self):
         self._ensure_grads()
-        grads = ParamLayout.pack(self.renderer.read_paged("grads"))
+        grads = ParamLayout.pack(self.arrays.read(GRADS))
         if not self.statistics:
             return grads, np.zeros(0, np.float32)
         planes = dict(zip(self._state.stat_names, self.backward.read_stats()))
@@ -507,16 +502,15 @@ class GpuTrainStep(TrainStep):
                 np.concatenate(maxima) if maxima else np.zeros(0, np.float32))
 
     def write_reduction(self, sums, maxima) -> None:
-        r = self.renderer
-        p, n = r.num_params, r.num
+        a = self.arrays
+        p, n = a.num_params, a.num
         self._ensure_grads()
-        r.write_paged("grads", ParamLayout.unpack(np.asarray(sums[:p], np.float32), n,
-                                                  r.sh_coeffs))
+        a.write(GRADS, ParamLayout.unpack(np.asarray(sums[:p], np.float32), n, a.sh_coeffs))
         if self.statistics:
             added, maxed = reduction_layout(self.statistics)
             values = {s.name: sums[p + j * n:p + (j + 1) * n] for j, s in enumerate(added)}
             values.update({s.name: maxima[j * n:(j + 1) * n] for j, s in enumerate(maxed)})
-            self.backward.configure(n, np.stack([values[s.name] for s in self.statistics]))
+            self.backward.configure(np.stack([values[s.name] for s in self.statistics]))
 
     def enable_profiling(self, on: bool = True) -> bool:
         """Time every stage of the following steps with timestamp queries (one pass per stage);
@@ -664,7 +658,7 @@ class GpuTrainStep(TrainStep):
             self.backward.encode_project(cpass, stats=False)
             cpass.end()
             self.ctx.queue.submit([enc.finish()])
-        grads = r.read_paged("grads")
+        grads = self.arrays.read(GRADS)
         raw = self.pool.read_array("grad2d_copy", np.float32, GRAD2D_FLOATS * n).reshape(n, GRAD2D_FLOATS)
         screen = raw[:, [0, 1, 2, 4, 5, 6, 8, 9, 10]].copy()
         loss = self.loss.read_loss(0).loss if dL_dimage is None else None
