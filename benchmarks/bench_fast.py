@@ -37,7 +37,7 @@ SCENES = {
 }
 MODES = {
     # ADC as the README's main command runs it: 3DGS's schedule to 7 000 steps
-    "adc": ["--preset", "fast", "--eval-at", "500,1000,2000,3000,5000,7000"],
+    "adc": ["--strategy", "adc", "--preset", "fast", "--eval-at", "500,1000,2000,3000,5000,7000"],
     "fast": ["--strategy", "fast", "--preset", "fast"],
 }
 

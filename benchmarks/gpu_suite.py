@@ -8,8 +8,8 @@ saves, and what it reached is reported with ``interrupted``), about 9 minutes in
 - ``lego``: NeRF-synthetic lego at full resolution (800×800), 30 000 steps, white background,
   the 200 test views evaluated at 7 000 and 30 000 (PSNR, SSIM, LPIPS when the package is there);
 - ``lego_r2``: the same at ``-r 2``;
-- ``fox``: fox at ``-r 1`` (1080×1920), ``--preset fast`` (7 000 steps): N, peak memory, the
-  densification share of the wall time;
+- ``fox``: fox at ``-r 1`` (1080×1920), ``--strategy adc --preset fast`` (7 000 steps): N, peak
+  memory, the densification share of the wall time;
 - ``step_1m``, ``step_3m``: ``bench`` at 1 M and 3 M Gaussians, 1920×1080 (step time, stages,
   peak memory per buffer).
 
@@ -61,7 +61,7 @@ WORKLOADS = [
           (7000, 30000), ["--white-background", "--eval", "-r", "16", *DRY]),
     Train("lego_r2", "lego", ["--white-background", "--eval", "-r", "2", "--iters", "30000"], 100,
           (7000, 30000), ["--white-background", "--eval", "-r", "16", *DRY]),
-    Train("fox", "fox", ["--eval", "--preset", "fast"], 130, (7000,),
+    Train("fox", "fox", ["--eval", "--strategy", "adc", "--preset", "fast"], 130, (7000,),
           ["--eval", "-r", "16", *DRY]),
 ]
 #: bench configurations: (name, preset or custom size, limit in seconds)

@@ -5,6 +5,7 @@ import ast
 import pathlib
 
 import click
+import pytest
 
 from wgsl_splat.app.cli import main
 from wgsl_splat.app.flags import flags_of, split_request
@@ -56,3 +57,43 @@ def test_a_resumed_run_checks_and_keeps_the_declared_flags():
     request = RunRequest(data="default", resolution=2, device="auto")
     assert list(request.run_info()) == ["data", "resolution", "eval_split", "preset",
                                         "device_option"]
+
+
+def configured(*args):
+    """The configuration ``train ARGS`` starts from (the command line parsed, nothing trained)."""
+    from wgsl_splat.app.config_cli import configure, given_config_flags
+
+    ctx = main.commands["train"].make_context("train", list(args))
+    request, flags = split_request(RunRequest, ctx.params)
+    return configure(request.preset, flags.get("strategy"), given_config_flags(ctx), flags)
+
+
+def test_the_fast_preset_alone_is_the_fast_mode():
+    """``--preset fast`` selects the fast strategy and its schedule (Fast.run_presets), as
+    ``--strategy fast --preset fast`` does (the README's main command)."""
+    from wgsl_splat.strategy.fast import Fast
+    from wgsl_splat.training.config import make_config, preset_strategy
+
+    assert preset_strategy("fast") == "fast"
+    assert preset_strategy("smoke") == preset_strategy("default") == "adc"
+    for cfg in (make_config("fast"), configured("--preset", "fast"),
+                configured("--strategy", "fast", "--preset", "fast")):
+        assert cfg.strategy == "fast" and cfg.iters == 5000
+        for key, value in Fast.run_presets["fast"].items():
+            assert getattr(cfg, key) == value, key
+    assert configured("--preset", "fast").to_dict() == make_config("fast", "fast").to_dict()
+
+
+def test_a_named_strategy_gets_the_presets_schedule_for_it():
+    """``--preset fast --strategy adc`` is 3DGS's 7 000-step protocol (docs/benchmarks.md's
+    figures): evaluations to 7 000, the SH degree every 1 000 steps."""
+    from wgsl_splat.training.config import make_config
+
+    for cfg in (configured("--preset", "fast", "--strategy", "adc"), make_config("fast", "adc")):
+        assert cfg.strategy == "adc" and cfg.iters == 7000
+        assert cfg.eval_at == (1000, 2000, 3000, 7000) and cfg.sh_increase_every == 1000
+    assert configured("--preset", "fast", "--strategy", "mcmc").iters == 7000
+    assert configured().strategy == configured("--preset", "smoke").strategy == "adc"
+    with pytest.raises(click.UsageError, match="is an option of --strategy mcmc, and this run "
+                                               "trains fast"):
+        configured("--preset", "fast", "--cap-max", "5")

@@ -6,7 +6,8 @@ are overrides declared by each configuration class itself (``PRESETS``).
 A configuration is a tree of dataclasses: a field declared with :func:`section` holds a nested
 configuration (the loss, the optimiser, each strategy's). :func:`walk` lists every declared option
 of a tree with its dotted path (``adc.start``), :func:`get_path`/:func:`set_path` read and write by
-path, :func:`apply_preset` applies the preset overrides of every class in the tree.
+path, :func:`preset_overrides` lists the preset overrides of every class in the tree (applied by
+``training/config.py``'s ``make_config``, which settles the strategy first).
 """
 
 from __future__ import annotations
@@ -161,12 +162,6 @@ def preset_overrides(obj, preset: str, prefix: str = "") -> list[tuple[str, Any]
     for name, sub in _sections(obj):
         out += preset_overrides(sub, preset, f"{prefix}{name}.")
     return out
-
-
-def apply_preset(obj, preset: str) -> None:
-    """Apply the ``PRESETS[preset]`` overrides of every class of the tree (``default``: none)."""
-    for path, value in preset_overrides(obj, preset):
-        set_path(obj, path, value)
 
 
 def to_dict(obj) -> dict:

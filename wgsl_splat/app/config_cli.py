@@ -7,13 +7,14 @@ is compared with the run's own configuration instead)."""
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
 
 import click
 
 from .. import options
 from ..options import PRESET_NAMES, Declared
-from ..training.config import TrainConfig, make_config
+from ..training.config import TrainConfig, make_config, preset_strategy
 from .common import FiniteFloat
 
 
@@ -35,25 +36,51 @@ def _show(value) -> str:
     return str(value)
 
 
+@functools.lru_cache(maxsize=None)
+def _help_config(preset: str, strategy: str | None = None) -> TrainConfig:
+    """``make_config``'s configuration, made once for the help texts (which only read it)."""
+    return make_config(preset, strategy)
+
+
 def _defaults_text(d: Declared) -> str:
-    """'default 500; smoke: 50; fast: ...' from the presets (and the strategies' loss terms)."""
+    """'default 500; smoke: 50; fast: 5000 (--strategy adc or mcmc: 7000)' from the presets, each
+    under its own strategy and, where another strategy's schedule differs, that one (and the
+    strategies' loss terms)."""
     from ..strategy import STRATEGIES
 
-    base = options.get_path(make_config("default"), d.path)
+    base = options.get_path(_help_config("default"), d.path)
     if d.option.is_flag or "/" in (d.option.flag or ""):
         return ""
     parts = [f"default {_show(base)}"]
     for name in PRESET_NAMES:
         if name != "default":
-            value = options.get_path(make_config(name), d.path)
-            if value != base:
-                parts.append(f"{name}: {_show(value)}")
+            value = options.get_path(_help_config(name), d.path)
+            others = _other_strategies(name, d.path, value)
+            if value != base or others:
+                parts.append(f"{name}: {_show(value)}{others}")
     if d.path.startswith("loss."):
         for sname, cls in STRATEGIES.items():
             key = d.path.split(".", 1)[1]
             if key in cls.loss_defaults:
                 parts.append(f"--strategy {sname}: {_show(cls.loss_defaults[key])}")
     return "; ".join(parts)
+
+
+def _other_strategies(preset: str, path: str, value) -> str:
+    """' (--strategy adc or mcmc: 7000)': where a strategy other than the preset's own gets
+    another value of ``path`` from the preset's schedule for it (its loss terms, the same under
+    every preset, are said apart)."""
+    from ..strategy import STRATEGIES
+
+    by_value = {}
+    for sname in STRATEGIES:
+        if sname == preset_strategy(preset):
+            continue
+        other = options.get_path(_help_config(preset, sname), path)
+        if other != value and other != options.get_path(_help_config("default", sname), path):
+            by_value.setdefault(_show(other), []).append(sname)
+    return "".join(f" (--strategy {' or '.join(names)}: {shown})"
+                   for shown, names in by_value.items())
 
 
 def section_of(d: Declared) -> str | None:
@@ -136,13 +163,13 @@ def flag_value(cf: ConfigFlag, raw):
 
 def configure(preset: str, strategy: str | None, given: list[ConfigFlag], values: dict,
               resuming: bool = False) -> TrainConfig:
-    """The run's configuration: the preset for the strategy, then the given flags (``--iters``
-    first: it trims the evaluation steps that ``--eval-at`` may then set).
+    """The run's configuration: the preset for the strategy (None: the preset's own), then the
+    given flags (``--iters`` first: it trims the evaluation steps that ``--eval-at`` may then set).
 
     A flag of another strategy's section is refused, except when the run resumes (``resuming``):
     then the strategy is the checkpoint's, not the default, and every given flag is compared with
     the resumed run's own configuration instead (``ResumeCheck`` in :mod:`.train`)."""
-    cfg = make_config(preset, strategy or "adc")
+    cfg = make_config(preset, strategy)
     for cf in sorted(given, key=lambda c: c.declared.path != "iters"):
         section = section_of(cf.declared)
         if section is not None and section != cfg.strategy and not resuming:

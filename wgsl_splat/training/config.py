@@ -47,9 +47,14 @@ class TrainConfig:
         # resets and SH growth all happen), for quick checks
         "smoke": dict(iters=300, sh_increase_every=100, eval_at=(300,), save_at=(300,),
                       checkpoint_every=100, log_every=25, random_init_points=5000),
-        # 7k steps, 3DGS's first evaluation point
-        "fast": dict(iters=7000, eval_at=(1000, 2000, 3000, 7000), save_at=(7000,)),
+        # the fast mode: the fast strategy, on its own schedule (Fast.run_presets); another
+        # --strategy trains 7k steps, 3DGS's first evaluation point
+        "fast": dict(strategy="fast", iters=7000, eval_at=(1000, 2000, 3000, 7000),
+                     save_at=(7000,)),
     }
+    #: what each preset is for (``train --preset``'s help adds the steps per strategy, computed)
+    PRESET_PURPOSE = {"smoke": "quick checks with the whole schedule compressed",
+                      "fast": "the fast mode", "default": "the original schedule"}
 
     iters: int = option(30_000, "Number of training steps.", flag="--iters", minimum=1)
     sh_degree: int = option(3, "Maximum SH degree.", flag="--sh-degree", minimum=0, maximum=3)
@@ -159,23 +164,35 @@ def _upgrade(d: dict) -> dict:
     return d
 
 
-def make_config(preset: str = "default", strategy: str = "adc") -> TrainConfig:
+def preset_strategy(preset: str) -> str:
+    """The strategy ``preset`` trains when no ``--strategy`` is given: the preset's override of
+    ``strategy`` (``TrainConfig.PRESETS``), else the default."""
+    overrides = dict(options.preset_overrides(TrainConfig(), preset))
+    return overrides.get("strategy", options.default_of(TrainConfig, "strategy"))
+
+
+def make_config(preset: str = "default", strategy: str | None = None) -> TrainConfig:
     """The configuration a run starts from before its flags: the defaults, the strategy's loss
     terms (``Strategy.loss_defaults``), the preset's overrides, then the strategy's own for that
-    preset (``Strategy.run_presets``: its schedule)."""
+    preset (``Strategy.run_presets``: its schedule). ``strategy``: the one named by
+    ``--strategy``; None: the preset's own (:func:`preset_strategy`)."""
+    strategy = strategy or preset_strategy(preset)
     cfg = TrainConfig()
     if strategy not in STRATEGIES:
         raise ValueError(f"unknown strategy {strategy!r}; choose from {', '.join(STRATEGIES)}")
     cfg.strategy = strategy
     for key, value in STRATEGIES[strategy].loss_defaults.items():
         setattr(cfg.loss, key, value)
-    options.apply_preset(cfg, preset)
+    for path, value in options.preset_overrides(cfg, preset):
+        if path != "strategy":     # settled above: a named strategy replaces the preset's
+            options.set_path(cfg, path, value)
     for path, value in STRATEGIES[strategy].run_presets.get(preset, {}).items():
         options.set_path(cfg, path, value)
     return cfg
 
 
-def preset(name: str, strategy: str = "adc") -> TrainConfig:
+def preset(name: str, strategy: str | None = None) -> TrainConfig:
     """``default``: the original 30k-step schedule. ``smoke``: a short run with the same schedule
-    compressed for quick checks. ``fast``: 7k steps as 3DGS's first evaluation point."""
+    compressed for quick checks. ``fast``: the fast mode (the fast strategy's schedule; with
+    another ``strategy``, 7k steps as 3DGS's first evaluation point)."""
     return make_config(name, strategy)
