@@ -97,3 +97,20 @@ def test_a_named_strategy_gets_the_presets_schedule_for_it():
     with pytest.raises(click.UsageError, match="is an option of --strategy mcmc, and this run "
                                                "trains fast"):
         configured("--preset", "fast", "--cap-max", "5")
+
+
+def test_the_preset_help_says_the_steps_each_strategy_trains():
+    """The help is computed from the presets: the steps of each preset under its own strategy and
+    where another strategy's differ (not the old 'fast: 7k steps', wrong under --preset fast)."""
+    from wgsl_splat.app.config_cli import preset_help
+    from wgsl_splat.training.config import make_config
+
+    preset = next(p for p in main.commands["train"].params if p.name == "preset")
+    text = " ".join(preset.help.split())
+    assert text == " ".join(preset_help().split())
+    assert ("fast: the fast mode, 5000 steps of fast (--strategy adc or mcmc: 7000)" in text)
+    assert "smoke: quick checks with the whole schedule compressed, 300 steps of adc" in text
+    assert "default: the original schedule, 30000 steps of adc" in text
+    for name in ("smoke", "fast", "default"):
+        for strategy in ("adc", "mcmc", "fast"):
+            assert str(make_config(name, strategy).iters) in text, (name, strategy)

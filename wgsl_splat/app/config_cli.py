@@ -83,6 +83,17 @@ def _other_strategies(preset: str, path: str, value) -> str:
                    for shown, names in by_value.items())
 
 
+def preset_help() -> str:
+    """``--preset``'s help: each preset's steps and strategy, computed as the run will be."""
+    parts = []
+    for name in PRESET_NAMES:
+        cfg = _help_config(name)
+        parts.append(f"{name}: {TrainConfig.PRESET_PURPOSE[name]}, {cfg.iters} steps of "
+                     f"{cfg.strategy}{_other_strategies(name, 'iters', cfg.iters)}")
+    return ("; ".join(parts) + ". --strategy trains that strategy instead, on the preset's "
+            "schedule for it.")
+
+
 def section_of(d: Declared) -> str | None:
     """The strategy whose section declares ``d`` (None: not a strategy's)."""
     head = d.path.split(".", 1)[0]

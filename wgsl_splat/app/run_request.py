@@ -15,7 +15,7 @@ from ..data.exports import FORMAT_NAMES
 from ..errors import UserError
 from ..options import PRESET_NAMES
 from .common import ADAPTER, DEVICE
-from .config_cli import flag_value, section_of
+from .config_cli import flag_value, preset_help, section_of
 from .flags import argument, flag, flags_of
 from .web_viewer import HOST, PORT
 
@@ -40,7 +40,7 @@ class RunRequest:
         help="Output folder (default: runs/<scene name>).")
     preset: str = flag(
         "--preset", type=click.Choice(PRESET_NAMES), default="default", show_default=True,
-        help="smoke: 300 quick steps; fast: 7k steps; default: the original 30k schedule.",
+        help=preset_help(),
         meta=_resume(AGREE, "preset"))
     eval_split: bool = flag(
         "--eval", is_flag=True, help="Hold out every 8th image (sorted by name) as a test view.",
