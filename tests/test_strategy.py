@@ -157,6 +157,32 @@ def test_adc_grows_no_further_than_the_views_observe(tmp_path):
     assert TrainConfig.from_dict(cfg.to_dict()).strategies["adc"].max_params_per_observation == 0.88
 
 
+def test_adc_and_fast_share_one_split_clone_prune_section():
+    """The section both strategies share is declared once (strategy/split_clone_prune.py): each
+    Config copies a shared option under its declared name, and each decision's DecisionParams
+    holds the shared uniform fields, which the round fills."""
+    import dataclasses
+    import re
+
+    from wgsl_splat.contract.state import wgsl_beside
+    from wgsl_splat.strategy import split_clone_prune as scp
+    from wgsl_splat.strategy.adc import ADCConfig, ADCDecision
+    from wgsl_splat.strategy.fast import FastConfig, FastDecision, FastRound
+
+    for cls in (ADCConfig, FastConfig):
+        shared = {f.name: f.metadata["shared"] for f in dataclasses.fields(cls)
+                  if "shared" in f.metadata}
+        assert len(shared) == 12 and all(k == v for k, v in shared.items()), cls
+    fragment = wgsl_beside(scp.__file__, "split_clone_prune.wgsl")
+    names = re.findall(r"^\s*(\w+):", fragment, re.M)
+    adc = ADCDecision(ADCRound(2e-4, 0.02, 2, 1.6, 0.005, None, 0.0, 10, key=1))
+    fast = FastDecision(FastRound(2e-4, 0.02, 2, 1.6, 0.005, 0.3, err_min=1.0, weight_min=0.0,
+                                  key=1))
+    for decision in (adc, fast):
+        assert fragment in decision.wgsl and "#include" not in decision.wgsl
+        assert set(names) == set(decision.rnd.shared_params()) <= set(decision.params())
+
+
 def test_row_table_transforms(rng):
     a = random_arrays(rng, 20)
     table = RowTable([3, 3, 5, 7, 7], [KEEP, NEW, SPLIT, SPLIT, RELOCATE], [0, 0, 1, 0, 0])

@@ -35,6 +35,7 @@ The operations (:class:`TrainState`), each implemented by both paths and tested 
 from __future__ import annotations
 
 import os
+import re
 from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
 from enum import IntEnum
@@ -182,12 +183,23 @@ class RowDecision(ABC):
         """The decision for every row of ``arrays`` (``may_grow``: bool per row)."""
 
 
+_INCLUDE = re.compile(r'^\s*#include\s+"([^"]+)"\s*$')
+
+
 def wgsl_beside(module_file: str, name: str) -> str:
     """The text of WGSL file ``name`` in the folder of the module ``module_file`` (``__file__``):
-    a strategy's kernels live next to it and ship with it as package data."""
-    path = os.path.join(os.path.dirname(os.path.abspath(module_file)), name)
-    with open(path, encoding="utf-8") as f:
-        return f.read()
+    a strategy's kernels live next to it and ship with it as package data. An ``#include`` of
+    another file of that folder is replaced by its text (what strategies share, e.g. uniform
+    fields); other includes are left to the shader loader."""
+    folder = os.path.dirname(os.path.abspath(module_file))
+    with open(os.path.join(folder, name), encoding="utf-8") as f:
+        lines = f.read().splitlines(keepends=True)
+    for j, line in enumerate(lines):
+        m = _INCLUDE.match(line)
+        if m and os.path.isfile(os.path.join(folder, m.group(1))):
+            text = wgsl_beside(module_file, m.group(1))
+            lines[j] = text if text.endswith("\n") else text + "\n"
+    return "".join(lines)
 
 
 @dataclass

@@ -13,18 +13,18 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..contract.rows import OFF, STREAM_SPLIT, stream
-from ..contract.state import (
-    MAX_SPLIT_SAMPLES,
-    Decided,
-    HostArrays,
-    RowDecision,
-    TrainState,
-    wgsl_beside,
-)
+from ..contract.rows import OFF
+from ..contract.state import Decided, HostArrays, TrainState, wgsl_beside
 from ..contract.statistics import STANDARD, mean_gradient
 from ..options import option
-from .base import Strategy, register_strategy, split_clone_prune_params
+from .base import Strategy, register_strategy
+from .split_clone_prune import (
+    SplitCloneDecision,
+    SplitCloneRound,
+    after_first_reset,
+    opacity_reset,
+    shared_option,
+)
 
 #: what ADC's decisions read: 3DGS's densification statistics
 ADC_STATS = STANDARD
@@ -37,21 +37,14 @@ class ADCConfig:
     PRESETS = {"smoke": dict(start=50, stop=250, every=50, opacity_reset_every=150),
                "fast": dict(stop=6000)}
 
-    start: int = option(500, "First densification step.", flag="--densify-from", minimum=0)
-    stop: int = option(15_000, "Last densification step.", flag="--densify-until", minimum=0)
-    every: int = option(100, "Steps between densifications.", flag="--densify-every", minimum=1)
-    grad_threshold: float = option(
-        2e-4, "Mean NDC gradient ‖∂L/∂μ2D‖ that triggers densification.",
-        flag="--densify-grad-threshold", minimum=0.0)
-    percent_dense: float = option(
-        0.01, "Clone when the largest scale is at most this × the scene extent, else split.",
-        minimum=0.0)
-    split_samples: int = option(2, "Samples a split Gaussian becomes.", minimum=2,
-                                maximum=MAX_SPLIT_SAMPLES)
-    split_scale_div: float = option(1.6, "Split samples' scales are divided by this (0.8 × samples).",
-                                    minimum=0.0, open_min=True)
-    min_opacity: float = option(0.005, "Prune Gaussians less opaque than this.", minimum=0.0,
-                                maximum=1.0)
+    start: int = shared_option("start", flag="--densify-from")
+    stop: int = shared_option("stop", flag="--densify-until")
+    every: int = shared_option("every", flag="--densify-every")
+    grad_threshold: float = shared_option("grad_threshold", flag="--densify-grad-threshold")
+    percent_dense: float = shared_option("percent_dense")
+    split_samples: int = shared_option("split_samples")
+    split_scale_div: float = shared_option("split_scale_div")
+    min_opacity: float = shared_option("min_opacity")
     # Off by default: in the original 3DGS code the test reads radii that densification has just
     # reset to zero, so it never fires, and gsplat disables it by default. Enabled (20 px), it
     # deleted 1200-2800 large background Gaussians every 100 steps on the mouse capture and
@@ -59,18 +52,10 @@ class ADCConfig:
     max_screen_size: float = option(
         0.0, "Also prune Gaussians wider than this many pixels after the first reset (0 = off, "
              "as the original 3DGS effectively does).", flag="--prune-screen-size", minimum=0.0)
-    max_world_scale: float = option(
-        0.1, "Prune Gaussians larger than this × the scene extent, after the first reset.",
-        minimum=0.0)
-    opacity_reset_every: int = option(3000, "Steps between opacity resets while densifying.",
-                                      flag="--opacity-reset-every", minimum=1)
-    reset_opacity: float = option(0.01, "An opacity reset caps opacities at this.", minimum=0.0,
-                                  maximum=1.0, open_min=True)
-    # 3DGS (train.py) also resets opacity at the first densification step when the background is
-    # white: the grey initial fog is then as visible as the object against the white background
-    # and must not be densified (it was 231k floaters at step 3000 on lego without it).
-    white_background_reset: bool = option(
-        True, "With a white background, also reset opacities at the first densification step.")
+    max_world_scale: float = shared_option("max_world_scale")
+    opacity_reset_every: int = shared_option("opacity_reset_every", flag="--opacity-reset-every")
+    reset_opacity: float = shared_option("reset_opacity")
+    white_background_reset: bool = shared_option("white_background_reset")
     max_gaussians: int = option(3_000_000, "A hard cap, so a runaway densification cannot eat "
                                            "all memory.", minimum=1)
     # No more trained parameters than the training views give observations (3 per pixel): beyond
@@ -84,22 +69,14 @@ class ADCConfig:
 
 
 @dataclass(frozen=True)
-class ADCRound:
+class ADCRound(SplitCloneRound):
     """One adaptive-density-control round, in absolute units (3DGS ``densify_and_prune``).
 
-    Grow where the mean NDC gradient reaches ``grad_threshold``: clone when the largest scale is at
-    most ``clone_max_scale`` (percent_dense × extent), else split into ``split_samples``; then prune
-    (the grown model, by each row's source) opacity < ``min_opacity``, largest scale above
-    ``max_world_scale`` (None: off) and, for rows that existed, screen radius above
-    ``max_screen_size`` (0: off). At most ``room`` rows may be added: when more qualify, the
-    strongest gradients go first."""
+    Grow where the mean NDC gradient reaches ``grad_threshold``, clone or split, prune (the grown
+    model, by each row's source) as :class:`SplitCloneRound` says and, for rows that existed,
+    screen radius above ``max_screen_size`` (0: off). At most ``room`` rows may be added: when
+    more qualify, the strongest gradients go first."""
 
-    grad_threshold: float
-    clone_max_scale: float
-    split_samples: int
-    split_scale_div: float
-    min_opacity: float
-    max_world_scale: float | None
     max_screen_size: float
     room: int
     key: int
@@ -122,7 +99,7 @@ class DensifyReport:
                 + ("; capped" if self.capped else ""))
 
 
-class ADCDecision(RowDecision):
+class ADCDecision(SplitCloneDecision):
     """ADC's per-row decision (``adc.wgsl``; twin: :meth:`numpy`). Every threshold is compared
     where no transcendental is needed (logits instead of opacities, log-scales instead of scales,
     ``grad_accum >= threshold · max(denom, 1)`` instead of a division), so the float32 decisions
@@ -132,19 +109,10 @@ class ADCDecision(RowDecision):
     wgsl = wgsl_beside(__file__, "adc.wgsl")
     score_stats = ("grad_accum", "denom")
 
-    def __init__(self, rnd: ADCRound) -> None:
-        self.rnd = rnd
-        self.split_samples = rnd.split_samples
-        self.split_scale_div = rnd.split_scale_div
-        self.key = rnd.key
-
     def params(self) -> dict:
-        r, f32 = self.rnd, np.float32
-        return dict(
-            grad=f32(r.grad_threshold),
-            screen=f32(r.max_screen_size) if r.max_screen_size > 0 else OFF,
-            **split_clone_prune_params(r.clone_max_scale, r.min_opacity, r.max_world_scale,
-                                       r.split_scale_div, r.split_samples))
+        r = self.rnd
+        return dict(screen=np.float32(r.max_screen_size) if r.max_screen_size > 0 else OFF,
+                    **r.shared_params())
 
     def score(self, stats: dict) -> np.ndarray:
         """The mean gradient (float64): the strongest grow first."""
@@ -154,9 +122,8 @@ class ADCDecision(RowDecision):
         t = self.params()
         ga = a.stats["grad_accum"].astype(np.float32)
         denom = a.stats["denom"].astype(np.float32)
-        ls = a.model.log_scales.astype(np.float32)
         logit = a.model.opacity_logits.astype(np.float32)
-        max_ls = ls.max(axis=1) if len(ls) else np.zeros(0, np.float32)
+        max_ls = self.max_log_scale(a)
         high = (ga >= t["grad"] * np.maximum(denom, np.float32(1.0))) & may_grow
         small = max_ls <= t["log_clone"]
         clone, split = high & small, high & ~small
@@ -214,14 +181,10 @@ class ADC(Strategy):
         c, it = self.config, iteration
         lines = []
         if c.start < it < c.stop and it % c.every == 0:
-            after_reset = it > c.opacity_reset_every
             rnd = ADCRound(
-                grad_threshold=c.grad_threshold, clone_max_scale=c.percent_dense * self.ctx.extent,
-                split_samples=c.split_samples, split_scale_div=c.split_scale_div,
-                min_opacity=c.min_opacity,
-                max_world_scale=c.max_world_scale * self.ctx.extent if after_reset else None,
-                max_screen_size=c.max_screen_size if after_reset else 0.0,
-                room=max(0, self.cap - state.n), key=stream(self.ctx.seed, it, STREAM_SPLIT))
+                **SplitCloneRound.shared_fields(c, self.ctx, it),
+                max_screen_size=c.max_screen_size if after_first_reset(c, it) else 0.0,
+                room=max(0, self.cap - state.n))
             report = adc_round(state, rnd)
             lines.append(f"step {it}: {report.line()}")
             if report.max_grad == 0.0 and not self.zero_grad_warned:
@@ -238,11 +201,7 @@ class ADC(Strategy):
                            "(WGSL_SPLAT_DEVICE_MEMORY sets it; a lower --sh-degree holds more)")
                 self.ctx.log(f"step {it}: densification capped at {self.cap} Gaussians, {why}")
                 self.cap_logged = True
-        white_reset = c.white_background_reset and self.ctx.white_background and it == c.start
-        if it < c.stop and (it % c.opacity_reset_every == 0 or white_reset):
-            state.reset_opacity(c.reset_opacity)
-            lines.append(f"step {it}: opacity reset to ≤ {c.reset_opacity}")
-        return lines
+        return lines + opacity_reset(c, self.ctx, it, state)
 
     def state_dict(self) -> dict:
         return dict(cap_logged=self.cap_logged, zero_grad_warned=self.zero_grad_warned)

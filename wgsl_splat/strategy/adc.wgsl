@@ -1,16 +1,12 @@
 // 3DGS adaptive density control's per-row decision (NumPy twin: strategy/adc.py ADCDecision.numpy),
-// run by the state's grow kernel (gpu/shaders/grow.wgsl). Every threshold is a float32 the host
-// computed so that no division or transcendental is needed here: the decisions are those of the
-// NumPy path bit for bit.
+// run by the state's grow kernel (gpu/shaders/grow.wgsl). The thresholds it shares with the fast
+// strategy are declared in split_clone_prune.wgsl; every one is a float32 the host computed so that
+// no division or transcendental is needed here: the decisions are those of the NumPy path bit for
+// bit.
 
 struct DecisionParams {
-    grad: f32,            // mean NDC gradient threshold
-    log_clone: f32,       // log of the largest scale a clone may have
-    logit_min: f32,       // opacity logit below which a row is pruned
-    log_world: f32,       // log of the largest world scale kept (3e38: off)
-    log_div: f32,         // log of the split samples' scale divisor
+#include "split_clone_prune.wgsl"
     screen: f32,          // largest screen radius kept (3e38: off)
-    samples: u32,         // split samples
 }
 
 fn decide(i: u32, may_grow: bool) -> Decision {

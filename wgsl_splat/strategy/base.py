@@ -9,16 +9,11 @@ perturbs the means, and edits the training state only through its row operations
 
 from __future__ import annotations
 
-import math
 from abc import ABC, abstractmethod
 from dataclasses import dataclass
 from typing import Callable, ClassVar
 
-import numpy as np
-
-from ..contract.rows import OFF
 from ..contract.state import TrainState
-from ..model import inverse_sigmoid
 
 
 class StrategyError(ValueError):
@@ -48,23 +43,6 @@ def make_strategy(cfg, ctx: "StrategyContext") -> "Strategy":
         raise StrategyError(f"unknown strategy {cfg.strategy!r}; choose from "
                             f"{', '.join(STRATEGIES)}")
     return STRATEGIES[cfg.strategy](cfg.strategies[cfg.strategy], ctx)
-
-
-
-def split_clone_prune_params(clone_max_scale: float, min_opacity: float,
-                             max_world_scale: float | None, split_scale_div: float,
-                             split_samples: int) -> dict:
-    """The ``DecisionParams`` fields a clone-or-split decision shares (``adc.wgsl``, ``fast.wgsl``
-    and their NumPy twins compare with them): clone up to ``log_clone`` of the largest scale,
-    prune below ``logit_min`` opacity and above ``log_world`` scale, split into ``samples`` with
-    scales divided by ``exp(log_div)``; a threshold that is off is ±OFF."""
-    f32 = np.float32
-    return dict(
-        log_clone=f32(math.log(clone_max_scale)) if clone_max_scale > 0 else -OFF,
-        logit_min=f32(inverse_sigmoid(min_opacity)),
-        log_world=f32(math.log(max_world_scale)) if max_world_scale else OFF,
-        log_div=f32(math.log(split_scale_div)),
-        samples=split_samples)
 
 
 @dataclass

@@ -34,11 +34,17 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..contract.rows import OFF, STREAM_SPLIT, stream
-from ..contract.state import Decided, HostArrays, RowDecision, TrainState, wgsl_beside
+from ..contract.rows import OFF
+from ..contract.state import Decided, HostArrays, TrainState, wgsl_beside
 from ..contract.statistics import DENOM, GRAD_ACCUM, OBSERVED, Statistic, mean_gradient
 from ..options import option
-from .base import Strategy, StrategyError, register_strategy, split_clone_prune_params
+from .base import Strategy, StrategyError, register_strategy
+from .split_clone_prune import (
+    SplitCloneDecision,
+    SplitCloneRound,
+    opacity_reset,
+    shared_option,
+)
 
 FAST_ERR_PIXELS = Statistic("fast_err_pixels", OBSERVED)  # Σ α·T over high-error pixels
 FAST_ERR = Statistic("fast_err", OBSERVED)                # Σ α·T·e: the error it is part of
@@ -83,9 +89,9 @@ class FastConfig:
     init_fraction: float = option(0.4, "A scene without a point cloud starts from this fraction "
                                        "of the budget in random points.", minimum=0.0,
                                   maximum=1.0, open_min=True)
-    start: int = option(500, "First densification step.", minimum=0)
-    stop: int = option(4000, "Last densification step.", minimum=0)
-    every: int = option(100, "Steps between densifications.", minimum=1)
+    start: int = shared_option("start")
+    stop: int = shared_option("stop", 4000)
+    every: int = shared_option("every")
     grow_until: int = option(3000, "The budget is reached by this step.", minimum=1)
     max_growth: float = option(0.5, "A round adds at most this fraction of N.", minimum=0.0)
     views: int = option(10, "Training views observed per round (FastGS: 10).", minimum=1)
@@ -101,25 +107,16 @@ class FastConfig:
     score: str = option("error", "What ranks the rows when more want to grow than the room "
                                  "holds: the error they are part of over the observed views, or "
                                  "3DGS's mean gradient.", choices=("error", "gradient"))
-    grad_threshold: float = option(0.0, "Mean NDC gradient ‖∂L/∂μ2D‖ a Gaussian must reach to "
-                                         "grow.", minimum=0.0)
-    percent_dense: float = option(
-        0.01, "Clone when the largest scale is at most this × the scene extent, else split.",
-        minimum=0.0)
-    split_samples: int = option(2, "Samples a split Gaussian becomes.", minimum=2, maximum=4)
-    split_scale_div: float = option(1.6, "Split samples' scales are divided by this.",
-                                    minimum=0.0, open_min=True)
-    min_opacity: float = option(0.005, "Prune Gaussians less opaque than this.", minimum=0.0,
-                                maximum=1.0)
-    max_world_scale: float = option(
-        0.1, "Prune Gaussians larger than this × the scene extent, after the first reset.",
-        minimum=0.0)
-    opacity_reset_every: int = option(3000, "Steps between opacity resets while densifying.",
-                                      minimum=1)
-    reset_opacity: float = option(0.01, "An opacity reset caps opacities at this.", minimum=0.0,
-                                  maximum=1.0, open_min=True)
-    white_background_reset: bool = option(
-        True, "With a white background, also reset opacities at the first densification step.")
+    grad_threshold: float = shared_option(
+        "grad_threshold", 0.0, help="Mean NDC gradient ‖∂L/∂μ2D‖ a Gaussian must reach to grow.")
+    percent_dense: float = shared_option("percent_dense")
+    split_samples: int = shared_option("split_samples")
+    split_scale_div: float = shared_option("split_scale_div")
+    min_opacity: float = shared_option("min_opacity")
+    max_world_scale: float = shared_option("max_world_scale")
+    opacity_reset_every: int = shared_option("opacity_reset_every")
+    reset_opacity: float = shared_option("reset_opacity")
+    white_background_reset: bool = shared_option("white_background_reset")
     resolution_schedule: str = option(
         "1@0", "Downscale factors of the training views over the run, FACTOR@STEP pairs "
                "(e.g. 4@0,2@500,1@1000); must end at 1, the training resolution.",
@@ -127,22 +124,17 @@ class FastConfig:
 
 
 @dataclass(frozen=True)
-class FastRound:
-    """One round's thresholds in absolute units (see :class:`FastDecision`)."""
+class FastRound(SplitCloneRound):
+    """One round's thresholds in absolute units (see :class:`FastDecision`): the shared ones, and
+    what the observed views must show."""
 
-    grad_threshold: float
     err_min: float              # α·T-weighted high-error pixels summed over the observed views
     weight_min: float           # α·T summed over the observed views (0: off)
-    clone_max_scale: float
-    split_samples: int
-    split_scale_div: float
-    min_opacity: float
-    max_world_scale: float | None
     key: int
     score: str = "error"
 
 
-class FastDecision(RowDecision):
+class FastDecision(SplitCloneDecision):
     """The fast strategy's per-row decision (``fast.wgsl``; twin: :meth:`numpy`), compared where
     no transcendental is needed, as ADC's. Tallies: clones, splits, pruned; peak: the largest
     error explained. Score when the room binds: the error a row is part of (``fast_err``)."""
@@ -150,19 +142,14 @@ class FastDecision(RowDecision):
     wgsl = wgsl_beside(__file__, "fast.wgsl")
 
     def __init__(self, rnd: FastRound) -> None:
-        self.rnd = rnd
+        super().__init__(rnd)
         self.score_stats = ("fast_err",) if rnd.score == "error" else ("grad_accum", "denom")
-        self.split_samples = rnd.split_samples
-        self.split_scale_div = rnd.split_scale_div
-        self.key = rnd.key
 
     def params(self) -> dict:
         r, f32 = self.rnd, np.float32
-        return dict(
-            grad=f32(r.grad_threshold), err_min=f32(r.err_min),
-            weight_min=f32(r.weight_min) if r.weight_min > 0 else -OFF,
-            **split_clone_prune_params(r.clone_max_scale, r.min_opacity, r.max_world_scale,
-                                       r.split_scale_div, r.split_samples))
+        return dict(err_min=f32(r.err_min),
+                    weight_min=f32(r.weight_min) if r.weight_min > 0 else -OFF,
+                    **r.shared_params())
 
     def score(self, stats: dict) -> np.ndarray:
         if self.rnd.score == "error":
@@ -173,8 +160,7 @@ class FastDecision(RowDecision):
         t = self.params()
         st = {k: v.astype(np.float32) for k, v in a.stats.items()}
         ga, denom = st["grad_accum"], st["denom"]
-        ls = a.model.log_scales.astype(np.float32)
-        max_ls = ls.max(axis=1) if len(ls) else np.zeros(0, np.float32)
+        max_ls = self.max_log_scale(a)
         wanted = (ga >= t["grad"] * np.maximum(denom, np.float32(1.0))) \
             & (st["fast_err_pixels"] >= t["err_min"])
         high = wanted & may_grow
@@ -226,8 +212,10 @@ class Fast(Strategy):
     def exercise_kernels(cls, step, view) -> None:
         for k in (1, 2, 3):            # observe.wgsl's channel counts
             step.observe([view], error_maps(0.1), OBSERVED_STATS[:k])
-        step.state.grow(FastDecision(FastRound(2e-4, 1.0, 0.5, 0.02, 2, 1.6, 0.005, 0.5, key=3)),
-                        10)
+        rnd = FastRound(grad_threshold=2e-4, clone_max_scale=0.02, split_samples=2,
+                        split_scale_div=1.6, min_opacity=0.005, max_world_scale=0.5, err_min=1.0,
+                        weight_min=0.5, key=3)
+        step.state.grow(FastDecision(rnd), 10)
 
     # -- budget and schedules ----------------------------------------------------------------------
     @property
@@ -306,25 +294,16 @@ class Fast(Strategy):
             # the views are observed only when their statistics decide something
             needed = (room and (c.score == "error" or c.min_error_pixels > 0)) or c.min_weight > 0
             seen = self.observe(it) if needed else 0
-            after_reset = it > c.opacity_reset_every
-            rnd = FastRound(
-                grad_threshold=c.grad_threshold, err_min=c.min_error_pixels * seen,
-                weight_min=c.min_weight * seen, clone_max_scale=c.percent_dense * self.ctx.extent,
-                split_samples=c.split_samples, split_scale_div=c.split_scale_div,
-                min_opacity=c.min_opacity,
-                max_world_scale=c.max_world_scale * self.ctx.extent if after_reset else None,
-                key=stream(self.ctx.seed, it, STREAM_SPLIT), score=c.score)
+            rnd = FastRound(**SplitCloneRound.shared_fields(c, self.ctx, it),
+                            err_min=c.min_error_pixels * seen, weight_min=c.min_weight * seen,
+                            score=c.score)
             g = state.grow(FastDecision(rnd), room)
             state.clear_stats()
             lines.append(f"step {it}: fast: N {g.before} -> {g.after} (+{g.cloned} cloned, "
                          f"{g.split} split, -{g.counts[2]} pruned; room {room} of budget "
                          f"{self.budget}, resolution 1/{self.resolution(it)})"
                          + ("; capped" if g.capped else ""))
-        white_reset = c.white_background_reset and self.ctx.white_background and it == c.start
-        if it < c.stop and (it % c.opacity_reset_every == 0 or white_reset):
-            state.reset_opacity(c.reset_opacity)
-            lines.append(f"step {it}: opacity reset to ≤ {c.reset_opacity}")
-        return lines
+        return lines + opacity_reset(c, self.ctx, it, state)
 
     def state_dict(self) -> dict:
         return dict(n0=self.n0)

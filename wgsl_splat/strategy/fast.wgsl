@@ -2,19 +2,15 @@
 // the state's grow kernel (gpu/shaders/grow.wgsl). A row may grow when its mean screen-space
 // gradient passes 3DGS's threshold and, over the views observed this round, it is composited into
 // enough high-error pixels (FastGS's multi-view consistency); it is pruned when it is nearly
-// transparent or, once the views were observed, when it blended into almost nothing. Every
-// threshold is a float32 the host computed, so no division or transcendental is needed here and
-// both paths decide alike bit for bit.
+// transparent or, once the views were observed, when it blended into almost nothing. The
+// thresholds it shares with ADC are declared in split_clone_prune.wgsl; every one is a float32 the
+// host computed, so no division or transcendental is needed here and both paths decide alike bit
+// for bit.
 
 struct DecisionParams {
-    grad: f32,            // mean NDC gradient threshold
+#include "split_clone_prune.wgsl"
     err_min: f32,         // α·T-weighted high-error pixels over the observed views, to grow
     weight_min: f32,      // α·T summed over the observed views below which a row is pruned
-    log_clone: f32,       // log of the largest scale a clone may have
-    logit_min: f32,       // opacity logit below which a row is pruned
-    log_world: f32,       // log of the largest world scale kept (3e38: off)
-    log_div: f32,         // log of the split samples' scale divisor
-    samples: u32,         // split samples
 }
 
 fn decide(i: u32, may_grow: bool) -> Decision {
