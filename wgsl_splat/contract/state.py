@@ -19,17 +19,20 @@ output row ``r`` is made from source row ``src[r]`` with a transform ``kind[r]``
 - ``RELOCATE``  ``NEW`` with the opacity and scales replaced by the 3DGS-MCMC relocation of its
                 source (``relocated[src]``: new opacity logit and log-scale shift, per source).
 
-The operations (:class:`TrainState`), each implemented by both paths and tested against each other:
+The strategy-neutral operations (:class:`TrainState`), each implemented by both paths and tested
+against each other:
 
 - :meth:`~TrainState.apply` a table given on the host;
 - :meth:`~TrainState.grow` with a strategy's :class:`RowDecision`: its kernel (WGSL on the device,
   a NumPy twin on the host) says per row whether it stays, is cloned, or is split; rows compete
   for the room by the decision's score; the state builds the table (kept rows, clones, split
   samples sample-major) and applies it;
-- :meth:`~TrainState.relocate` and :meth:`~TrainState.sample_add` (rows drawn in proportion to
-  opacity, relocated by the 3DGS-MCMC formula), :meth:`~TrainState.perturb_means` (its noise);
 - :meth:`~TrainState.reset_opacity` (a group reset with its moments), :meth:`~TrainState.read_stats`
   and :meth:`~TrainState.clear_stats` (the statistics to the host, and back to zero).
+
+An operation only one strategy uses is not part of this contract: the strategy declares it (a
+state extension, e.g. 3DGS-MCMC's relocation in :mod:`wgsl_splat.strategy.mcmc`), and the states
+of the paths implement it where their arrays live.
 """
 
 from __future__ import annotations
@@ -256,20 +259,6 @@ class TrainState(ABC):
         """opacity ← min(opacity, value) and its Adam moments zeroed (3DGS ``reset_opacity``); in
         the antialiased mode the cap applies to the opacity as rendered (with the 3D filter's
         compensation), as Mip-Splatting does."""
-
-    @abstractmethod
-    def relocate(self, min_opacity: float, key: int) -> int:
-        """Move every Gaussian with opacity <= ``min_opacity`` onto a live one drawn in proportion
-        to opacity (3DGS-MCMC); returns how many moved."""
-
-    @abstractmethod
-    def sample_add(self, count: int, min_opacity: float, key: int) -> int:
-        """Append ``count`` Gaussians, each relocated from a source drawn in proportion to opacity
-        (3DGS-MCMC); returns how many were added."""
-
-    @abstractmethod
-    def perturb_means(self, scale: float, key: int) -> None:
-        """means += Σ·z·σ(100·(1 − o − 0.995))·scale, z standard normal (3DGS-MCMC's noise)."""
 
     @abstractmethod
     def read_stats(self) -> dict[str, np.ndarray]:

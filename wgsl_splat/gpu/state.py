@@ -362,7 +362,7 @@ class DeviceState(TrainState):
         return GrowReport(n, n_out, kept, kept_clones - kept, split,
                           (int(c[0]), int(c[1]), int(c[2])), peak, bool(capped))
 
-    # -- sampling: relocate, sample_add, perturb_means ---------------------------------------------------
+    # -- 3DGS-MCMC's operations (MCMCState: declared by strategy/mcmc.py, not the contract) ------------
     def _reloc_bind(self, uniform: str, p: int = 0):
         return self.pool.bind_group(self._reloc, 0, {
             "mp": uniform, "params": page_name("params", p), "weights": "state_weights",

@@ -59,6 +59,7 @@ class HostState(TrainState):
     def reset_opacity(self, value: float) -> None:
         rows.reset_opacity(self.arrays, value, self.filter_3d)
 
+    # -- 3DGS-MCMC's operations (MCMCState: declared by strategy/mcmc.py, not the contract) -----
     def relocate(self, min_opacity: float, key: int) -> int:
         arrays, moved = rows.relocate(self.arrays, min_opacity, key)
         if moved:
@@ -74,6 +75,7 @@ class HostState(TrainState):
     def perturb_means(self, scale: float, key: int) -> None:
         rows.perturb_means(self.arrays, scale, key)
 
+    # -- statistics ------------------------------------------------------------------------------
     def read_stats(self) -> dict[str, np.ndarray]:
         return {k: v.copy() for k, v in self.arrays.stats.items()}
 

@@ -18,11 +18,35 @@ the sources of added Gaussians have their moments zeroed as in relocation (gspla
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Protocol
 
 from ..contract.rows import STREAM_ADD, STREAM_RELOCATE, stream
 from ..contract.state import TrainState
 from ..options import option
 from .base import Strategy, StrategyError, register_strategy
+
+
+class MCMCState(Protocol):
+    """The operations 3DGS-MCMC adds to a :class:`~wgsl_splat.contract.state.TrainState`: only
+    this strategy uses them, so they extend the neutral contract here instead of being part of it.
+    Both paths' states implement them where their arrays live, as row tables of the ``RELOCATE``
+    kind (NumPy: ``reference/state.py`` over ``reference/rows.py``, the semantics; the device:
+    ``gpu/state.py`` over ``relocation.wgsl``); the replicated state runs them on every replica as
+    it runs the contract's operations. Sources are drawn in proportion to opacity with integer
+    weights and counter-based draws (``key``), so both paths draw the same rows."""
+
+    def relocate(self, min_opacity: float, key: int) -> int:
+        """Move every Gaussian with opacity <= ``min_opacity`` onto a live one drawn in proportion
+        to opacity, with eq. 9's opacity/scale correction; returns how many moved."""
+
+    def sample_add(self, count: int, min_opacity: float, key: int) -> int:
+        """Append ``count`` Gaussians, each relocated from a source drawn in proportion to
+        opacity; returns how many were added (fewer where the device's memory binds)."""
+
+    def perturb_means(self, scale: float, key: int) -> None:
+        """means += Σ·z·σ(100·(1 − o − 0.995))·scale, z standard normal: the position noise (the
+        step applies it before its update, :meth:`Strategy.noise_lr`; this is the same noise on
+        its own, for tests and tools)."""
 
 
 @dataclass
@@ -79,6 +103,7 @@ class MCMC(Strategy):
                                 f"or start from fewer points")
 
     def after_step(self, iteration: int, state: TrainState) -> list[str]:
+        """Relocate the dead, then grow by ``growth``; ``state`` is also an :class:`MCMCState`."""
         c, it = self.config, iteration
         if not (c.start < it < c.stop and it % c.every == 0):
             return []
