@@ -199,8 +199,8 @@ def test_a_model_larger_than_the_adapter_is_one_line_with_the_size_it_needs(tmp_
             str(tmp_path / "r")]
     res = CliRunner().invoke(main, args + ["--device", "gpu"])
     assert res.exit_code == 1 and "Traceback" not in res.output
-    assert re.search(r"2000 Gaussians at SH degree 3 need 0\.\d+ MiB of device memory to render; "
-                     r"this adapter has 0\.5 MiB \(WGSL_SPLAT_DEVICE_MEMORY\): render it with "
+    assert re.search(r"2000 Gaussians at SH degree 3 need \d+ KiB of device memory to render; "
+                     r"this adapter has 512 KiB \(WGSL_SPLAT_DEVICE_MEMORY=512K\): render it with "
                      r"--device cpu \(or, for render, a lower --sh-degree\)", res.output), res.output
     for way_out in (["--device", "gpu", "--sh-degree", "0"], ["--device", "cpu"]):
         res = CliRunner().invoke(main, args + way_out)
