@@ -9,15 +9,17 @@ Per step (docs/design.md §3), all recorded into a single compute pass on buffer
 
 The host writes three small uniforms per step (camera, Adam step sizes; the loss's only when the
 image size changes; with ``--appearance`` a fourth, the view's Adam scalars, ``appearance.py``;
-with ``--pose-opt`` one more, the view's loaded pose and Adam scalars, ``pose.py``, whose corrected
-pose is composed in a one-dispatch pass before the step's) and nothing else: the target image is uploaded once per view and kept on the
-device (``view_id``), and nothing is read back inside a step. The loss and the intersection
-counters of each step land in device ring buffers of ``history`` slots; the host reads a whole ring
-at once (one blocking read per ``history`` steps at most, or when :meth:`take_losses` is called).
-That read is also where an intersection overflow is noticed: emission never writes past the
-capacity, the buffers grow for the following steps and :attr:`overflowed_steps` counts the steps
-that were rendered with clipped intersections. After an upload of the state (densification, resume) the
-first step renders once with a 16-byte count check first, so a grown model never trains clipped.
+with ``--pose-opt`` one more, the view's loaded pose and Adam scalars, ``pose.py``, whose
+corrected pose is composed in a one-dispatch pass before the step's) and nothing else: the target
+image is uploaded once per view and kept on the device (``view_id``, :mod:`.targets`), and
+nothing is read back inside a step. The loss and the intersection counters of each step land in
+device ring buffers of ``history`` slots; the host reads a whole ring at once (one blocking read
+per ``history`` steps at most, or when :meth:`take_losses` is called). That read is also where an
+intersection overflow is noticed: emission never writes past the capacity, the buffers grow for
+the following steps and :attr:`overflowed_steps` counts the steps that were rendered with clipped
+intersections. After an upload of the state (densification, resume) the first step renders once
+with a 16-byte count check first, so a grown model never trains clipped. How many Gaussians the
+device holds is :mod:`.memory`'s arithmetic.
 
 :attr:`counters` (``readbacks``, ``buffers_created``, ``bind_groups_created`` of the pool) lets a
 test assert that steady-state steps create nothing and read nothing back.
@@ -26,7 +28,6 @@ test assert that steady-state steps create nothing and read nothing back.
 from __future__ import annotations
 
 import time
-from collections import OrderedDict
 from dataclasses import dataclass
 
 import numpy as np
@@ -46,20 +47,18 @@ from .device import Gpu
 from .filter3d import Filter3D
 from .layout import Layout
 from .loss import RESULT_BYTES, GpuLoss
+from .memory import MemoryPlan
 from .pages import GRADS, MOMENTS, PARAMS, PagedArrays, page_name
 from .pool import UNIFORM_USAGE, buffer_usage
 from .pose import GpuPose
-from .renderer import COUNTERS_BYTES, GpuRenderer, max_gaussians
+from .renderer import COUNTERS_BYTES, GpuRenderer
 from .runtime import GpuContext
 from .sort import grid_2d
 from .state import DeviceState
+from .targets import TARGET_CACHE_BYTES, TargetCache
 
 HISTORY = 64                      # steps per ring of losses and counters
-TARGET_CACHE_BYTES = 2 << 30      # device memory for training images kept resident
 
-
-#: room kept free for the buffers a step makes on demand (read-back staging, uniforms, tables)
-MARGIN_BYTES = 16 << 20
 
 @dataclass
 class GpuGradients:
@@ -120,9 +119,8 @@ class GpuTrainStep(TrainStep):
             self.pose_opt.upload(self.pose)
         self.history = int(history)
         self.pool.get("step_counts", COUNTERS_BYTES * self.history)
-        self.target_cache_bytes = int(target_cache_bytes)
-        self._targets: OrderedDict = OrderedDict()   # view id -> (pool name, nbytes)
-        self._target_bytes = 0
+        self.memory = MemoryPlan(self)
+        self.targets = TargetCache(self.pool, self.loss, self.memory, target_cache_bytes)
         self._pending = 0             # steps whose loss has not been read yet
         self._next_slot = 0
         self._losses: list[float] = []
@@ -133,7 +131,6 @@ class GpuTrainStep(TrainStep):
         self.overflowed_steps = 0
         self.max_intersections = 0
         self._observe = None          # observe.wgsl, compiled when a strategy first observes
-        self.memory_cap: int | None = None   # found by room_for on a device of unknown memory
         self._state = DeviceState(self, tuple(arrays.stats))
         self._state.upload(arrays)
 
@@ -144,72 +141,18 @@ class GpuTrainStep(TrainStep):
 
     @property
     def max_gaussians(self) -> int:
-        """The most Gaussians this step can hold: what the adapter's bindings reach
-        (:func:`~wgsl_splat.gpu.renderer.max_gaussians`) and what its memory budget holds
-        (:attr:`~wgsl_splat.gpu.runtime.GpuContext.memory_bytes`) beside the image-sized buffers
-        of the views trained so far, a row operation's headroom included."""
-        cap = max_gaussians(self.ctx, self.renderer.sh_coeffs)
-        budget = self.ctx.memory_bytes
-        if budget is not None:
-            cap = min(cap, max(0, budget - self.fixed_bytes()) // self.bytes_per_gaussian(True))
-        if self.memory_cap is not None:
-            cap = min(cap, self.memory_cap)
-        return cap
+        """The most Gaussians this step can hold (:meth:`MemoryPlan.max_gaussians`)."""
+        return self.memory.max_gaussians()
 
     def room_for(self, n: int, extra: int) -> int:
-        """How many of ``extra`` more Gaussians beside ``n`` the device holds. With a memory
-        budget, :attr:`max_gaussians` already bounded the strategy's room; without one (a GPU:
-        WebGPU does not tell its memory) the bytes the grown step needs beyond what it holds are
-        allocated and freed, halving ``extra`` until they fit; the count found then bounds
-        :attr:`max_gaussians` (:attr:`memory_cap`), so growth stops with the strategy's log line
-        instead of an out-of-memory error halfway through a row operation."""
-        if extra <= 0 or self.ctx.memory_bytes is not None:
-            return extra
-        asked = extra
-        held = n * self.bytes_per_gaussian()
-        while extra > 0 and not self.ctx.can_allocate(
-                (n + extra) * self.bytes_per_gaussian(True) - held + MARGIN_BYTES):
-            extra //= 2
-        if extra < asked:
-            self.memory_cap = n + extra
-        return extra
+        """How many of ``extra`` more Gaussians beside ``n`` the device holds
+        (:meth:`MemoryPlan.room_for`)."""
+        return self.memory.room_for(n, extra)
 
-    def bytes_per_gaussian(self, headroom: bool = False) -> int:
-        """Device bytes one more Gaussian costs in a step: parameters and moments, gradients
-        unless Adam is fused, the splat, its gradients, rectangle and depth-sort entries, the
-        statistics, the 3D filter, room for intersections (12 at 4 bytes); ``headroom``: plus
-        what a row operation needs beyond the step (one array's new pages while the old ones
-        exist, the step's per-splat buffers freed)."""
-        from .pages import RECT_BYTES, SPLAT_BYTES, row_bytes  # noqa: PLC0415
-
-        k = self.renderer.sh_coeffs
-        per = row_bytes(k) * (3 if self.fused_adam else 4)
-        per_splat = SPLAT_BYTES + 4 * GRAD2D_FLOATS + RECT_BYTES + 16
-        per += per_splat + 4 * max(len(self.statistics), 1) + 4 * self.render_config.antialiased
-        per += 48
-        if headroom:
-            per += max(row_bytes(k) - per_splat, 0)
-        return per
-
-    def fixed_bytes(self) -> int:
-        """Device bytes that do not grow with N: the image-sized buffers of the largest view so
-        far (the image, last contributors and transmittances, dL/dimage, the loss's scratch, one
-        resident training image), the emission and sort tables, and a margin."""
-        r = self.renderer
-        pixels = r.width * r.height
-        loss = 36 if self.loss.variant == "tiled" else 48
-        tables = sum(self.pool.size(n) for n in ("emit_table", r.depth_sort.table)
-                     if n in self.pool)
-        return pixels * (12 + 8 + 12 + loss + 12) + tables + MARGIN_BYTES
-
-    def _cache_budget(self) -> int:
-        """Bytes the resident training images may take now: the configured cache, within what
-        the memory budget leaves beside everything else the pool holds."""
-        budget = self.ctx.memory_bytes
-        if budget is None:
-            return self.target_cache_bytes
-        others = self.pool.current_bytes - self._target_bytes
-        return max(0, min(self.target_cache_bytes, budget - others - MARGIN_BYTES))
+    @property
+    def memory_cap(self) -> int | None:
+        """The count :meth:`room_for` found the device's memory to hold (None: none found)."""
+        return self.memory.cap
 
     def release_transients(self) -> None:
         """Free the buffers a step rebuilds anyway (before a row operation needs the room): the
@@ -304,41 +247,7 @@ class GpuTrainStep(TrainStep):
 
     # -- targets ------------------------------------------------------------------------------------
     def holds_target(self, view_id) -> bool:
-        return view_id is not None and view_id in self._targets
-
-    def _touch_targets(self, views) -> None:
-        """Mark the batch's resident images most recently used, so that uploading one view of the
-        batch never evicts another (the caller passed None for those)."""
-        for view in views:
-            if view.view_id is not None and view.view_id in self._targets:
-                self._targets.move_to_end(view.view_id)
-
-    def _target(self, target: np.ndarray | None, view_id) -> str:
-        hit = self._targets.get(view_id) if view_id is not None else None
-        if hit is not None:
-            self._targets.move_to_end(view_id)
-            return hit[0]
-        if target is None:
-            raise ValueError(f"view {view_id!r} is not resident on the device: pass its image")
-        img = np.ascontiguousarray(target, np.float32)
-        if img.ndim != 3 or img.shape[2] != 3:
-            raise ValueError(f"target must be (H, W, 3), got {img.shape}")
-        cache = self._cache_budget()
-        if view_id is None or img.nbytes > cache:
-            while self._targets:      # memory is short: no resident image stays
-                _, (old, nbytes) = self._targets.popitem(last=False)
-                self.pool.free(old)
-                self._target_bytes -= nbytes
-            return self.loss.upload_target(img, "target_scratch")
-        while self._targets and self._target_bytes + img.nbytes > cache:
-            _, (old, nbytes) = self._targets.popitem(last=False)
-            self.pool.free(old)
-            self._target_bytes -= nbytes
-        name = f"target_{view_id}"
-        self.loss.upload_target(img, name)
-        self._targets[view_id] = (name, img.nbytes)
-        self._target_bytes += img.nbytes
-        return name
+        return self.targets.holds(view_id)
 
     # -- the step -----------------------------------------------------------------------------------
     def _begin(self, camera: Camera, active_sh_degree) -> None:
@@ -356,14 +265,14 @@ class GpuTrainStep(TrainStep):
     def step_batch(self, views, active_sh_degree=None, noise=None) -> None:
         """One step: a submit per view, the last one also holding the update (one submit per step
         for a single view). The losses stay on the device until :meth:`take_losses`."""
-        self._touch_targets(views)
+        self.targets.touch(views)
         for k, view in enumerate(views):
             last = k == len(views) - 1
             self._submit_view(view, active_sh_degree, accumulate=k > 0,
                               update=(len(views), noise) if last else None)
 
     def accumulate(self, views, active_sh_degree=None, fresh=True) -> None:
-        self._touch_targets(views)
+        self.targets.touch(views)
         for k, view in enumerate(views):
             self._submit_view(view, active_sh_degree, accumulate=k > 0 or not fresh)
 
@@ -389,7 +298,7 @@ class GpuTrainStep(TrainStep):
         if self._pending >= self.history:
             self.take_losses_into_buffer()
         self._begin(view.camera, active_sh_degree)
-        target_name = self._target(view.target, view.view_id)
+        target_name = self.targets.resident(view.target, view.view_id)
         slot = self._next_slot
         app_view = view.view_id if self.app is not None else None
         if app_view is not None:
@@ -630,7 +539,7 @@ class GpuTrainStep(TrainStep):
         r = self.renderer
         self._begin(camera, active_sh_degree)
         if dL_dimage is None:
-            target_name = self._target(target, None)
+            target_name = self.targets.resident(target, None)
         else:
             g = np.ascontiguousarray(dL_dimage, np.float32)
             self.pool.get("grad_image", g.nbytes)
