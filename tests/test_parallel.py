@@ -99,6 +99,31 @@ def test_training_on_two_devices_matches_one(tmp_path, gpu_ctx, two_devices):
     assert "replicas agree at step 16" in log and "all-reduce" in log
 
 
+def test_the_replicated_state_runs_each_operation_on_every_replica():
+    """The contract's operations and a strategy's own (3DGS-MCMC's relocate, not in the contract)
+    run on every replica and must agree; reads ask the first replica."""
+    from types import SimpleNamespace
+
+    from wgsl_splat.model import GaussianModel
+    from wgsl_splat.reference.state import HostState
+    from wgsl_splat.training.parallel import ReplicaDivergence, ReplicatedState
+
+    model = GaussianModel.random(60, np.random.default_rng(5), sh_degree=0, dtype=np.float32)
+    model.opacity_logits[::3] = -9.0                       # dead: relocated
+    replicas = [SimpleNamespace(state=HostState(HostArrays.fresh(model, ADC_STATS)))
+                for _ in range(2)]
+    state = ReplicatedState(replicas)
+    assert state.relocate(0.005, 11) == 20 and state.sample_add(7, 0.005, 12) == 7
+    state.reset_opacity(0.5)
+    assert state.n == 67 and [r.state.rows_version for r in replicas] == [state.rows_version] * 2
+    np.testing.assert_array_equal(replicas[0].state.arrays.model.means,
+                                  replicas[1].state.arrays.model.means)
+    assert state.download().model.means is not replicas[1].state.arrays.model.means
+    replicas[1].state.arrays.model.opacity_logits[:5] = -9.0  # dead on replica 1 only
+    with pytest.raises(ReplicaDivergence, match="replicas disagree on relocate"):
+        state.relocate(0.005, 13)
+
+
 def test_device_errors_are_one_line(tmp_path):
     r = CliRunner().invoke(main, ["train", "--devices", "7", "--batch-size", "2", "--preset", "smoke",
                                   "--out", str(tmp_path / "a")])

@@ -22,6 +22,8 @@ SIGTERM seen by any rank stops every rank after the same step.
 
 from __future__ import annotations
 
+import abc
+import functools
 import hashlib
 import time
 
@@ -101,8 +103,14 @@ def parameter_hash(step: TrainStep) -> str:
 
 
 class ReplicatedState(TrainState):
-    """The replicas' states seen as one: every row operation runs on each replica (each decides
-    from its own, identical, data) and must report the same result."""
+    """The replicas' states seen as one, by one rule: what only reads (the sizes and the
+    operations in :attr:`READS`) is answered by the first replica; every other operation, the contract's and
+    a strategy's own (e.g. 3DGS-MCMC's ``relocate``), runs on each replica, each deciding from
+    its own identical data, and all must return the same result (else
+    :class:`ReplicaDivergence`). Operations take host values, never one device's objects."""
+
+    #: the contract's operations that only read
+    READS = frozenset({"download", "read_stats"})
 
     def __init__(self, replicas: list[TrainStep]) -> None:
         self.replicas = replicas
@@ -123,41 +131,42 @@ class ReplicatedState(TrainState):
     def n(self) -> int:
         return self.first.n
 
-    def _each(self, op: str, *args):
-        results = [getattr(r.state, op)(*args) for r in self.replicas]
+    def on_every_replica(self, op: str, *args, **kwargs):
+        """Run operation ``op`` on each replica's state; their results must agree."""
+        results = [getattr(r.state, op)(*args, **kwargs) for r in self.replicas]
         if any(repr(x) != repr(results[0]) for x in results[1:]):
             raise ReplicaDivergence(f"replicas disagree on {op}: {results}")
         return results[0]
 
-    def download(self):
-        return self.first.download()
+    def __getattr__(self, name: str):
+        """A strategy's own operation (a state extension), run on every replica."""
+        if name.startswith("__") or name == "replicas":
+            raise AttributeError(name)
+        attr = getattr(self.first, name)
+        if not callable(attr):
+            return attr
+        return functools.partial(self.on_every_replica, name)
 
-    def upload(self, arrays) -> None:
-        self._each("upload", arrays)
 
-    def apply(self, table, edit=None) -> None:
-        self._each("apply", table, edit)
+def _forward_the_contract(cls):
+    """Each operation :class:`TrainState` declares and ``cls`` does not define: a read
+    (``cls.READS``) asks the first replica, any other runs on every replica."""
+    def forwarder(op: str):
+        if op in cls.READS:
+            def forward(self, *args, **kwargs):
+                return getattr(self.first, op)(*args, **kwargs)
+        else:
+            def forward(self, *args, **kwargs):
+                return self.on_every_replica(op, *args, **kwargs)
+        forward.__name__, forward.__qualname__ = op, f"{cls.__name__}.{op}"
+        return forward
 
-    def reset_opacity(self, value: float) -> None:
-        self._each("reset_opacity", value)
+    for op in sorted(TrainState.__abstractmethods__ - set(vars(cls))):
+        setattr(cls, op, forwarder(op))
+    return abc.update_abstractmethods(cls)
 
-    def grow(self, decision, room: int):
-        return self._each("grow", decision, room)
 
-    def relocate(self, min_opacity: float, key: int) -> int:
-        return self._each("relocate", min_opacity, key)
-
-    def sample_add(self, count: int, min_opacity: float, key: int) -> int:
-        return self._each("sample_add", count, min_opacity, key)
-
-    def perturb_means(self, scale: float, key: int) -> None:
-        self._each("perturb_means", scale, key)
-
-    def read_stats(self):
-        return self.first.read_stats()
-
-    def clear_stats(self) -> None:
-        self._each("clear_stats")
+_forward_the_contract(ReplicatedState)
 
 
 class ReplicatedStep(TrainStep):
