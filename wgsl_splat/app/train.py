@@ -136,7 +136,8 @@ def _open_run(request: RunRequest, cfg, given: ResumeCheck) -> tuple:
     """Lock ``request.out_dir`` and settle what the run continues from: ``(lock, run)`` (a
     resumed run keeps the checkpoint's configuration; the run's ``notes``: what was printed about
     the checkpoints, e.g. a damaged one set aside, for the run's log)."""
-    from ..training.trainer import TrainingError, find_checkpoint
+    from ..training.checkpoints import find_checkpoint
+    from ..training.errors import TrainingError
     from .run_dir import RunDirError, open_run_dir
 
     out_dir, resume = request.out_dir, request.resume
@@ -276,7 +277,9 @@ def _train_in(run: _Run, world=None, earlier_signal=None) -> None:
     """The run itself, in a locked output folder."""
     from ..data.datasets import DatasetError
     from ..training.evaluation import held_out_views
-    from ..training.trainer import Trainer, TrainingError, check_new_run
+    from ..training.errors import TrainingError
+    from ..training.startup import check_new_run
+    from ..training.trainer import Trainer
 
     request, cfg, out_dir = run.request, run.cfg, run.request.out_dir
     dataset = load_training_data(request.data, request.resolution, request.eval_split,

@@ -51,11 +51,8 @@ from .config import TrainConfig
 from .errors import TrainingError
 from .evaluation import Lpips, evaluate_views
 from .health import check_loss, divergence, empty_image_loss
-from .startup import check_new_run, initial_model, scene_extent, training_observations
+from .startup import initial_model, scene_extent, training_observations
 from .views import TrainingViews
-
-# check_new_run only while app/train.py imports it from here instead of from .startup
-__all__ = ["Trainer", "TrainingError", "check_new_run", "filter_3d_refresh_due", "find_checkpoint"]
 
 STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM)
 
