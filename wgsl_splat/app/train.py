@@ -276,8 +276,8 @@ def _inside(path: str, folder: str) -> bool:
 def _train_in(run: _Run, world=None, earlier_signal=None) -> None:
     """The run itself, in a locked output folder."""
     from ..data.datasets import DatasetError
-    from ..training.evaluation import held_out_views
     from ..training.errors import TrainingError
+    from ..training.evaluation import held_out_views
     from ..training.startup import check_new_run
     from ..training.trainer import Trainer
 
