@@ -138,8 +138,9 @@ class TrainStep(ABC):
         """One optimisation step on one view. ``view_id`` names the view so that a path may keep
         ``target`` resident (the GPU path uploads each view's image once); the caller promises the
         same id always comes with the same image. ``noise = (scale, key)``: perturb the means
-        before the update (:meth:`~wgsl_splat.contract.state.TrainState.perturb_means`). The losses stay
-        with the step until :meth:`take_losses` (the GPU path keeps them on the device)."""
+        before the update (3DGS-MCMC's noise,
+        :meth:`~wgsl_splat.strategy.mcmc.MCMCState.perturb_means`). The losses stay with the step
+        until :meth:`take_losses` (the GPU path keeps them on the device)."""
         self.step_batch([View(camera, target, view_id)], active_sh_degree, noise)
 
     def step_batch(self, views: list[View], active_sh_degree: int | None = None,
