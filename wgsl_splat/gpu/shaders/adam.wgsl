@@ -6,8 +6,8 @@
 // segment uses step size a when (j - start) mod period < split, b otherwise: this is how the SH
 // block (N, K, 3) is split into the DC rate (first 3 floats of every 3K) and the rest rate; the
 // other segments have period = split = 1. Step sizes are lr / (1 - β1^t), precomputed by the host
-// in float64 and rounded to f32 as the NumPy reference does; the operation order is the
-// reference's (torch's): m += (1-β1)(g - m); v = β2 v + (1-β2) g²; p -= s · m / (sqrt(v)/sqrt(bc2) + eps).
+// in float64 and rounded to f32 as the NumPy reference does; the update of each float is
+// adam_update.wgsl's (the reference's operation order, torch's).
 //
 // The buffers are bound as array<vec4<f32>> (pool buffers are multiples of 256 bytes): one thread
 // per 4 consecutive floats, one workgroup per block of 1024 floats; the grid is 2D past 65 535
@@ -18,6 +18,8 @@
 // per-lane segment search 3x slower again.) Lanes outside every segment are left untouched.
 // With ZERO_GRAD the gradient is cleared after it is read, so the next step's backward pass can
 // accumulate into it without a separate clear.
+
+#include "adam_update.wgsl"
 
 override ZERO_GRAD: bool = true;
 
@@ -72,6 +74,12 @@ fn lookup_mixed(idx: vec4<u32>, valid: ptr<function, vec4<bool>>) -> vec4<f32> {
     return step_size;
 }
 
+// One float's update: (parameter, m, v).
+fn lane(p: f32, g: f32, m: f32, v: f32, step_size: f32) -> vec3<f32> {
+    let mv = adam_moments(g, m, v, ap.hyper.x, ap.hyper.y, ap.hyper.z);
+    return vec3<f32>(adam_param_step(p, mv, step_size, ap.hyper2.x, ap.hyper.w), mv.m, mv.v);
+}
+
 @compute @workgroup_size(WG)
 fn adam_step(@builtin(local_invocation_index) li: u32,
              @builtin(workgroup_id) wid: vec3<u32>) {
@@ -96,26 +104,19 @@ fn adam_step(@builtin(local_invocation_index) li: u32,
     } else {
         step_size = lookup_mixed(vec4<u32>(base) + vec4<u32>(0u, 1u, 2u, 3u), &valid);
     }
-    let c1 = ap.hyper.x;
-    let b2 = ap.hyper.y;
-    let c2 = ap.hyper.z;
-    let eps = ap.hyper.w;
-    let bc2_sqrt = ap.hyper2.x;
     let g_sum = grads[i];
     let g = g_sum * ap.hyper2.y;
     let m_old = m1[i];
     let v_old = m2[i];
     let p_old = params[i];
-    let m = m_old + c1 * (g - m_old);
-    var v = v_old * b2;
-    v = v + c2 * (g * g);
-    var denom = sqrt(v);
-    denom = denom / bc2_sqrt;
-    denom = denom + eps;
+    let l0 = lane(p_old.x, g.x, m_old.x, v_old.x, step_size.x);
+    let l1 = lane(p_old.y, g.y, m_old.y, v_old.y, step_size.y);
+    let l2 = lane(p_old.z, g.z, m_old.z, v_old.z, step_size.z);
+    let l3 = lane(p_old.w, g.w, m_old.w, v_old.w, step_size.w);
     // Lanes outside every segment (layout gaps, the tail of the last vec4) keep their values.
-    params[i] = select(p_old, p_old - step_size * (m / denom), valid);
-    m1[i] = select(m_old, m, valid);
-    m2[i] = select(v_old, v, valid);
+    params[i] = select(p_old, vec4<f32>(l0.x, l1.x, l2.x, l3.x), valid);
+    m1[i] = select(m_old, vec4<f32>(l0.y, l1.y, l2.y, l3.y), valid);
+    m2[i] = select(v_old, vec4<f32>(l0.z, l1.z, l2.z, l3.z), valid);
     if (ZERO_GRAD) {
         grads[i] = select(g_sum, vec4<f32>(0.0), valid);
     }

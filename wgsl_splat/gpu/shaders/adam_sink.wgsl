@@ -1,9 +1,11 @@
 // project_backward.wgsl's sink of the parameter gradients when a step is one view: the Adam update
 // of the parameter in place, the moment its gradient is known (no gradient buffer, no Adam pass).
-// The update is adam.wgsl's, operation for operation (the reference's adam_step in float32); the
+// The update is adam.wgsl's (adam_update.wgsl: the reference's adam_step in float32); the
 // learning-rate group of flat offset o follows from the layout's offsets (means, log-scales,
 // quaternions, opacity logits, SH: the DC rate for the first 3 floats of every 3K, the rest rate
 // for the others).
+
+#include "adam_update.wgsl"
 
 struct FusedAdam {
     hyper: vec4<f32>,     // 1 - β1, β2, 1 - β2, eps
@@ -28,16 +30,8 @@ fn step_size(o: u32) -> f32 {
 
 fn sink(o: u32, v: f32) {
     let g = v * ap.hyper2.y;
-    let m_old = adam_m[o];
-    let v_old = adam_v[o];
-    let p_old = params[o];
-    let m = m_old + ap.hyper.x * (g - m_old);
-    var vv = v_old * ap.hyper.y;
-    vv = vv + ap.hyper.z * (g * g);
-    var denom = sqrt(vv);
-    denom = denom / ap.hyper2.x;
-    denom = denom + ap.hyper.w;
-    params[o] = p_old - step_size(o) * (m / denom);
-    adam_m[o] = m;
-    adam_v[o] = vv;
+    let mv = adam_moments(g, adam_m[o], adam_v[o], ap.hyper.x, ap.hyper.y, ap.hyper.z);
+    params[o] = adam_param_step(params[o], mv, step_size(o), ap.hyper2.x, ap.hyper.w);
+    adam_m[o] = mv.m;
+    adam_v[o] = mv.v;
 }

@@ -24,6 +24,8 @@ struct AppParams {
 @group(0) @binding(5) var<storage, read_write> app_state: array<f32>;
 @group(0) @binding(6) var<storage, read_write> app_partials: array<f32>;
 
+#include "adam_update.wgsl"
+
 const WG: u32 = 64u;
 const FLOATS: u32 = 12u;    // a 3x4 matrix, row-major: A row c = [c·4 .. c·4+2], b_c = [c·4+3]
 
@@ -91,12 +93,11 @@ fn app_update() {
         for (var y = 0u; y < ap.dims.y; y = y + 1u) {
             g = g + app_partials[y * FLOATS + k];
         }
-        var m = app_state[base + FLOATS + k];
-        var v = app_state[base + 2u * FLOATS + k];
-        m = m + (1.0 - b1) * (g - m);
-        v = v * b2 + (1.0 - b2) * (g * g);
-        app_state[base + FLOATS + k] = m;
-        app_state[base + 2u * FLOATS + k] = v;
-        app_state[base + k] = app_state[base + k] - ap.adam.x * m / (sqrt(v) * ap.adam.y + ap.misc.x);
+        let mv = adam_moments(g, app_state[base + FLOATS + k], app_state[base + 2u * FLOATS + k],
+                              1.0 - b1, b2, 1.0 - b2);
+        app_state[base + FLOATS + k] = mv.m;
+        app_state[base + 2u * FLOATS + k] = mv.v;
+        app_state[base + k] = adam_view_step(app_state[base + k], mv, ap.adam.x, ap.adam.y,
+                                             ap.misc.x);
     }
 }

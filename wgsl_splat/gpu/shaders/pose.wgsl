@@ -22,6 +22,8 @@ struct PoseParams {
 @group(0) @binding(2) var<storage, read_write> pose_camera: array<vec4<f32>>;
 @group(0) @binding(3) var<storage, read> pose_partials: array<vec4<f32>>;
 
+#include "adam_update.wgsl"
+
 const FLOATS: u32 = 6u;
 
 fn hat(v: vec3<f32>) -> mat3x3<f32> {   // [v]×, built from columns
@@ -112,14 +114,11 @@ fn pose_update() {
     let b1 = pp.adam.z;
     let b2 = pp.adam.w;
     for (var k = 0u; k < FLOATS; k = k + 1u) {
-        let gk = g[k];
-        var mk = pose_state[base + FLOATS + k];
-        var vk = pose_state[base + 2u * FLOATS + k];
-        mk = mk + (1.0 - b1) * (gk - mk);
-        vk = vk * b2 + (1.0 - b2) * (gk * gk);
-        pose_state[base + FLOATS + k] = mk;
-        pose_state[base + 2u * FLOATS + k] = vk;
+        let mv = adam_moments(g[k], pose_state[base + FLOATS + k],
+                              pose_state[base + 2u * FLOATS + k], 1.0 - b1, b2, 1.0 - b2);
+        pose_state[base + FLOATS + k] = mv.m;
+        pose_state[base + 2u * FLOATS + k] = mv.v;
         let rate = select(1.0, pp.misc.y, k < 3u) * pp.adam.x;
-        pose_state[base + k] = pose_state[base + k] - rate * mk / (sqrt(vk) * pp.adam.y + pp.misc.x);
+        pose_state[base + k] = adam_view_step(pose_state[base + k], mv, rate, pp.adam.y, pp.misc.x);
     }
 }
