@@ -101,6 +101,34 @@ def test_prefix_scan_matches_cumsum(gpu_ctx, lib_pool, length):
     assert total == data[:length].sum(), f"seed {seed}"
 
 
+@pytest.mark.parametrize("length", [5, 1025, 300_001])
+def test_prefix_scan_saturates_instead_of_wrapping(gpu_ctx, lib_pool, length):
+    """Counts that sum past 2^32 - 1 (intersections of a huge view): every prefix is the true one
+    capped at U32_MAX, so the prefixes never decrease (a wrapped one would give a tile a start
+    past its end) and the total says overflow."""
+    rng, seed = _fresh_rng()
+    lib, pool = lib_pool
+    u32_max = np.iinfo(np.uint32).max
+    data = rng.integers(0, 1 << 31, length, dtype=np.uint64)
+    data[rng.integers(0, length)] = u32_max                     # one count alone at the limit
+    scan = PrefixScan(lib, pool, "test_prefix_sat")
+    scan.configure(length)
+    pool.get("test_prefix_sat_data", 4 * length)
+    pool.write("test_prefix_sat_data", data.astype(np.uint32))
+    with gpu_ctx.guard("prefix scan"):
+        enc = gpu_ctx.device.create_command_encoder()
+        cpass = enc.begin_compute_pass()
+        scan.encode(cpass, "test_prefix_sat_data")
+        cpass.end()
+        gpu_ctx.queue.submit([enc.finish()])
+    out = pool.read_array("test_prefix_sat_data", np.uint32, length).astype(np.uint64)
+    expect = np.minimum(np.cumsum(data) - data, u32_max)
+    assert np.array_equal(out, expect), f"seed {seed}"
+    assert np.all(np.diff(out.astype(np.int64)) >= 0), f"seed {seed}"
+    total = pool.read_array(scan.sums, np.uint32, scan.blocks + 1)[-1]
+    assert total == u32_max, f"seed {seed}"
+
+
 @pytest.mark.parametrize("bits,max_bits", [(1, 8), (9, 8), (10, 4), (17, 8)])
 def test_radix_sort_partial_key_bits_is_stable(gpu_ctx, lib_pool, bits, max_bits):
     rng, seed = _fresh_rng()

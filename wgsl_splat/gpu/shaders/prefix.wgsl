@@ -1,4 +1,5 @@
-// Exclusive prefix sum of a u32 buffer over many workgroups, for GPUs (reduce, then scan):
+// Exclusive prefix sum of a u32 buffer over many workgroups, for GPUs (reduce, then scan); the
+// sums saturate at U32_MAX (saturating.wgsl):
 //
 //   scan_reduce : workgroup b sums its block data[b*1024 .. +1024) -> block_sums[b]
 //   scan_blocks : one workgroup: exclusive scan of the block sums in place; the grand total goes
@@ -11,6 +12,8 @@
 // scans (radix.wgsl, scan.wgsl): there a barrier costs ~18 us and two cores gain nothing from more
 // workgroups. The length and the block count come from the host (both tables have host-known
 // sizes); the grid is 2D beyond 65 535 blocks.
+
+#include "saturating.wgsl"
 
 struct ScanParams {
     length: u32,      // entries to scan
@@ -39,13 +42,17 @@ fn workgroup_exclusive_scan(lid: u32, v: u32) -> vec2<u32> {
             other = s_sum[lid - off];
         }
         workgroupBarrier();
-        s_sum[lid] = s_sum[lid] + other;
+        s_sum[lid] = add_sat(s_sum[lid], other);
         workgroupBarrier();
     }
-    let inclusive = s_sum[lid];
+    // the inclusive prefix of the thread before (inclusive - v is wrong once saturated)
+    var exclusive = 0u;
+    if (lid > 0u) {
+        exclusive = s_sum[lid - 1u];
+    }
     let total = s_sum[WG - 1u];
     workgroupBarrier();
-    return vec2<u32>(inclusive - v, total);
+    return vec2<u32>(exclusive, total);
 }
 
 @compute @workgroup_size(WG)
@@ -59,7 +66,7 @@ fn scan_reduce(@builtin(local_invocation_index) lid: u32,
     var sum = 0u;
     for (var j = 0u; j < PER; j = j + 1u) {
         if (base + j < sp.length) {
-            sum = sum + data[base + j];
+            sum = add_sat(sum, data[base + j]);
         }
     }
     let r = workgroup_exclusive_scan(lid, sum);
@@ -76,14 +83,14 @@ fn scan_blocks(@builtin(local_invocation_index) lid: u32) {
     let e = min(s + seg, n);
     var sum = 0u;
     for (var i = s; i < e; i = i + 1u) {
-        sum = sum + block_sums[i];
+        sum = add_sat(sum, block_sums[i]);
     }
     let r = workgroup_exclusive_scan(lid, sum);
     var run = r.x;
     for (var i = s; i < e; i = i + 1u) {
         let v = block_sums[i];
         block_sums[i] = run;
-        run = run + v;
+        run = add_sat(run, v);
     }
     if (lid == 0u) {
         block_sums[n] = r.y;
@@ -105,13 +112,13 @@ fn scan_apply(@builtin(local_invocation_index) lid: u32,
         if (base + j < sp.length) {
             v[j] = data[base + j];
         }
-        sum = sum + v[j];
+        sum = add_sat(sum, v[j]);
     }
-    var run = workgroup_exclusive_scan(lid, sum).x + block_sums[b];
+    var run = add_sat(workgroup_exclusive_scan(lid, sum).x, block_sums[b]);
     for (var j = 0u; j < PER; j = j + 1u) {
         if (base + j < sp.length) {
             data[base + j] = run;
         }
-        run = run + v[j];
+        run = add_sat(run, v[j]);
     }
 }

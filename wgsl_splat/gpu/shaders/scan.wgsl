@@ -40,7 +40,7 @@ fn scan_counts(@builtin(local_invocation_index) lid: u32) {
                 ranges[t - 1u].y = min(run, cap);
             }
         }
-        run = run + v;
+        run = add_sat(run, v);
     }
     if (nt == 0u) {
         // No splats: every tile is empty.
@@ -81,5 +81,7 @@ fn tile_ranges(@builtin(global_invocation_id) gid: vec3<u32>) {
     if (t + 1u < num_tiles) {
         end = table[(t + 1u) * nt];
     }
-    ranges[t] = vec2<u32>(min(start, cap), min(end, cap));
+    // the sums saturate, so end >= start; the max keeps a range empty rather than ~2^32 long
+    // should anything else ever break that
+    ranges[t] = vec2<u32>(min(start, cap), min(max(end, start), cap));
 }

@@ -3,7 +3,10 @@
 // including module declares `table: array<u32>` (read_write) and runs with @workgroup_size(256).
 // Thread lid owns the contiguous segment [start, end): it sums it, one thread scans the 256 sums
 // (a serial pass is cheapest on CPU adapters, where barriers cost more than the arithmetic), and
-// segment_scan returns the segment with its exclusive prefix; the caller walks it.
+// segment_scan returns the segment with its exclusive prefix; the caller walks it. Sums saturate at
+// U32_MAX (saturating.wgsl).
+
+#include "saturating.wgsl"
 
 struct Segment {
     start: u32,
@@ -21,7 +24,7 @@ fn segment_scan(lid: u32, len: u32) -> Segment {
     let e = min(s + seg, len);
     var sum = 0u;
     for (var i = s; i < e; i = i + 1u) {
-        sum = sum + table[i];
+        sum = add_sat(sum, table[i]);
     }
     seg_partial[lid] = sum;
     workgroupBarrier();
@@ -30,7 +33,7 @@ fn segment_scan(lid: u32, len: u32) -> Segment {
         for (var k = 0u; k < 256u; k = k + 1u) {
             let v = seg_partial[k];
             seg_partial[k] = run;
-            run = run + v;
+            run = add_sat(run, v);
         }
         seg_total = run;
     }
