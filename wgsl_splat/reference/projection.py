@@ -148,6 +148,16 @@ def tile_pairs_kept(proj: "Projection", gid: np.ndarray, tx: np.ndarray, ty: np.
     return q <= tile_q_bound(proj.opacities[gid], proj.config)
 
 
+def valid_rows(model: GaussianModel) -> np.ndarray:
+    """(N,) bool: the rows whose parameters describe a Gaussian at all -- mean, log-scales,
+    quaternion and opacity logit finite, the quaternion not zero. The others are culled on both
+    paths (``gaussian.wgsl``'s ``gaussian_valid``, which tests the bits, since a GPU compiled with
+    fast math may not compare NaN or Inf as IEEE says), as are rows whose projection overflows."""
+    finite = (np.isfinite(model.means).all(axis=1) & np.isfinite(model.log_scales).all(axis=1)
+              & np.isfinite(model.quats).all(axis=1) & np.isfinite(model.opacity_logits))
+    return finite & (model.quats != 0).any(axis=1)
+
+
 def project(model: GaussianModel, camera: Camera, active_sh_degree: int | None = None,
             config: RenderConfig = CLASSIC, filter_3d: np.ndarray | None = None) -> Projection:
     """Project every Gaussian; computed in the model's dtype (use float64 for gradient checks).
@@ -163,8 +173,10 @@ def project(model: GaussianModel, camera: Camera, active_sh_degree: int | None =
     trans_cam = camera.translation.astype(dtype)
     fx, fy, cx, cy = (dtype.type(v) for v in (camera.fx, camera.fy, camera.cx, camera.cy))
 
-    t = model.means @ rot_cam.T + trans_cam
-    in_front = t[:, 2] >= config.near_plane
+    valid = valid_rows(model)
+    with np.errstate(invalid="ignore", over="ignore"):
+        t = model.means @ rot_cam.T + trans_cam
+    in_front = valid & np.isfinite(t[:, 2]) & (t[:, 2] >= config.near_plane)
     tz = np.where(in_front, t[:, 2], 1.0).astype(dtype)  # culled rows: keep the math finite
     tx, ty = t[:, 0], t[:, 1]
 
@@ -194,7 +206,9 @@ def project(model: GaussianModel, camera: Camera, active_sh_degree: int | None =
     b = cov2d[:, 0, 1]
     c = cov2d[:, 1, 1] + config.dilation
     det = a * c - b * b
-    ok = in_front & (det > 0)
+    with np.errstate(invalid="ignore"):
+        ok = in_front & np.isfinite(a) & np.isfinite(b) & np.isfinite(c) & np.isfinite(det) \
+            & (det > 0)
     safe_det = np.where(ok, det, 1.0)
     conics = np.stack([c / safe_det, -b / safe_det, a / safe_det], axis=1)
     mid = 0.5 * (a + c)
@@ -222,8 +236,12 @@ def project(model: GaussianModel, camera: Camera, active_sh_degree: int | None =
             np.clip(np.ceil((means2d[:, 0] + extent[:, 0]) / tile), 0, tiles_x),
             np.clip(np.ceil((means2d[:, 1] + extent[:, 1]) / tile), 0, tiles_y),
         ], axis=1)
-    ok &= opacities * 255.0 > 1.0          # never reaches alpha 1/255 anywhere: nothing to draw
-    rect = np.where(ok[:, None], rect, 0).astype(np.int64)
+    with np.errstate(invalid="ignore"):
+        edges = np.stack([means2d[:, 0] - extent[:, 0], means2d[:, 1] - extent[:, 1],
+                          means2d[:, 0] + extent[:, 0], means2d[:, 1] + extent[:, 1]], axis=1)
+        ok &= np.isfinite(radius) & np.isfinite(opacities) & np.isfinite(edges).all(axis=1)
+        ok &= opacities * 255.0 > 1.0      # never reaches alpha 1/255 anywhere: nothing to draw
+    rect = np.where(ok[:, None], np.nan_to_num(rect), 0).astype(np.int64)
     ok &= (rect[:, 2] > rect[:, 0]) & (rect[:, 3] > rect[:, 1])
     rect[~ok] = 0
     radii = np.where(ok, radius, 0).astype(np.int32)

@@ -32,6 +32,29 @@ fn gaussian_mean(i: u32) -> vec3<f32> {
     return param_vec3(3u * i);
 }
 
+// NaN or ±Inf, told from the bits (exponent all ones). Float compares cannot be trusted with them:
+// Metal compiles with fast math by default, which assumes no NaN or Inf and may fold
+// `x >= near` or `det > 0.0` to either answer; an integer test on the bits is kept as written.
+fn nonfinite(x: f32) -> bool {
+    return (bitcast<u32>(x) & 0x7f800000u) == 0x7f800000u;
+}
+
+fn any_nonfinite3(v: vec3<f32>) -> bool {
+    return nonfinite(v.x) || nonfinite(v.y) || nonfinite(v.z);
+}
+
+// Whether Gaussian i's parameters describe a Gaussian at all: mean, log-scales, quaternion and
+// opacity logit finite, the quaternion not zero (reference: projection.valid_rows). Tested on the
+// words loaded from memory; an invalid one is culled, never rasterised.
+fn gaussian_valid(i: u32) -> bool {
+    let q = param_vec4(rp.offs.y + 4u * i);
+    let qbits = (bitcast<u32>(q.x) | bitcast<u32>(q.y) | bitcast<u32>(q.z) | bitcast<u32>(q.w))
+                & 0x7fffffffu;
+    return !any_nonfinite3(gaussian_mean(i)) && !any_nonfinite3(param_vec3(rp.offs.x + 3u * i))
+        && !any_nonfinite3(q.xyz) && !nonfinite(q.w) && qbits != 0u
+        && !nonfinite(params[rp.offs.z + i]);
+}
+
 fn camera_space(mean: vec3<f32>) -> vec3<f32> {
     return vec3<f32>(dot(rp.w2c0.xyz, mean) + rp.w2c0.w,
                      dot(rp.w2c1.xyz, mean) + rp.w2c1.w,

@@ -73,13 +73,15 @@ fn project(@builtin(local_invocation_index) lid: u32,
 
     var rect = vec4<u32>(0u);
     var radius = 0.0;
-    if (t.z >= NEAR_PLANE) {
+    // Every float compare below sees finite values only (gaussian.wgsl, nonfinite): a degenerate
+    // Gaussian is culled here, and a garbage rectangle can never reach emission.
+    if (gaussian_valid(i) && !nonfinite(t.z) && t.z >= NEAR_PLANE) {
         let e = ewa_terms(i, t);
         let ca = e.cov.x;
         let cb = e.cov.y;
         let cc = e.cov.z;
         let det = ca * cc - cb * cb;
-        if (det > 0.0) {
+        if (!any_nonfinite3(e.cov) && !nonfinite(det) && det > 0.0) {
             if (ANTIALIASED) {
                 s.opacity = s.opacity * filter3d_compensation(e) * filter2d_compensation(e, det);
             }
@@ -92,10 +94,18 @@ fn project(@builtin(local_invocation_index) lid: u32,
             let lg = max(log(s.opacity * 255.0), 0.0);
             let ext = min(ceil(sqrt(2.0 * lg * vec2<f32>(ca, cc))), vec2<f32>(radius));
             let tiles = vec2<f32>(f32(rp.img.z), f32(rp.img.w));
-            let lo = clamp(floor((uv - ext) / f32(TILE_SIZE)), vec2<f32>(0.0), tiles);
-            let hi = clamp(ceil((uv + ext) / f32(TILE_SIZE)), vec2<f32>(0.0), tiles);
-            rect = vec4<u32>(vec2<u32>(lo), vec2<u32>(hi));
-            if (s.opacity * 255.0 > 1.0 && rect.z > rect.x && rect.w > rect.y) {
+            let lo_f = floor((uv - ext) / f32(TILE_SIZE));
+            let hi_f = ceil((uv + ext) / f32(TILE_SIZE));
+            let finite = !nonfinite(radius) && !nonfinite(s.opacity) && !nonfinite(lo_f.x)
+                         && !nonfinite(lo_f.y) && !nonfinite(hi_f.x) && !nonfinite(hi_f.y);
+            if (finite) {
+                // finite, so the float clamp is defined; the integer min keeps the rectangle
+                // inside the grid whatever the conversion does at the edges
+                let grid = vec4<u32>(rp.img.z, rp.img.w, rp.img.z, rp.img.w);
+                rect = min(vec4<u32>(vec2<u32>(clamp(lo_f, vec2<f32>(0.0), tiles)),
+                                     vec2<u32>(clamp(hi_f, vec2<f32>(0.0), tiles))), grid);
+            }
+            if (finite && s.opacity * 255.0 > 1.0 && rect.z > rect.x && rect.w > rect.y) {
                 s.xy = uv;
                 s.conic = vec3<f32>(cc * inv_det, -cb * inv_det, ca * inv_det);
             } else {
