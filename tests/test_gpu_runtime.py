@@ -179,7 +179,7 @@ def test_all_pipelines_compile(gpu_ctx):
         lib.pipeline("project_backward", "project_backward", defines={"SINK": sink},
                      generated=project_includes())
     lib.pipeline("adam", "adam_step")
-    from wgsl_splat.gpu.loss import window_defines
+    from wgsl_splat.gpu.kernels import window_defines
     lib.pipeline("loss", "ssim_forward", defines=window_defines())
     lib.pipeline("loss_lines", "lines_h_ssim", defines=window_defines())
     assert lib.pipelines_created == 6 + 8 + 4 * len(atomics_variants) * len(partials_variants) + 5

@@ -7,6 +7,10 @@
 - :mod:`.pool`     named device buffers sized by capacity, cached bind groups, counters;
 - :mod:`.device`   :class:`~.device.Gpu`: the context, pool and library a step's stages share;
 - :mod:`.layout`   :class:`~.layout.Layout`: the kernels' layout choices, the adapter's default;
+- :mod:`.kernels`  every shader module and its variants, declared (what the host compiles, what
+  the portability tour lists);
+- :mod:`.pages`    the paged per-Gaussian storage; :mod:`.memory` how many Gaussians fit;
+  :mod:`.targets` the training images kept on the device;
 - :mod:`.sort`     the stable radix sort used by the renderer, and a bitonic sort for comparison;
 - :mod:`.renderer` the forward pipeline: one command encoder, one submit per render;
 - :mod:`.loss`     L1 + SSIM and dL/dimage; :mod:`.backward` rasterisation and projection

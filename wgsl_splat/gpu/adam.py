@@ -30,14 +30,15 @@ import numpy as np
 from ..contract.optim import LR_GROUPS, AdamState, OptimConfig
 from ..model import GaussianModel, param_offsets
 from .device import Gpu
+from .kernels import ADAM
 from .pages import PagedArrays, page_name
 from .pool import UNIFORM_USAGE, buffer_usage
 from .runtime import GpuContext
 from .shaders import file_constants
 
 # read from adam.wgsl, so the host and the kernel cannot disagree
-WG = file_constants("adam")["WG"]                       # threads per workgroup
-MAX_SEGMENTS = file_constants("adam")["MAX_SEGMENTS"]   # length of AdamParams.seg
+WG = file_constants(ADAM.name)["WG"]                       # threads per workgroup
+MAX_SEGMENTS = file_constants(ADAM.name)["MAX_SEGMENTS"]   # length of AdamParams.seg
 PER_THREAD = 4                                   # floats per thread: one vec4<f32>
 MAX_GROUPS_X = 65535
 BLOCK = WG * PER_THREAD                          # floats per workgroup (one vec4 per thread)
@@ -146,7 +147,7 @@ class GpuAdam:
         self.config = config or OptimConfig()
         self.names = {"params": params, "grads": grads, "m": m, "v": v}
         self.zero_grads = bool(zero_grads)
-        self.module = self.lib.module("adam")
+        self.module = ADAM.variant().module(self.lib)
         self._pipeline = self.module.pipeline("adam_step", {"ZERO_GRAD": int(self.zero_grads)})
         self.n_uniform = f"{m}_params"
         self.n_blocks = f"{m}_blocks"

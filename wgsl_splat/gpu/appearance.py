@@ -15,13 +15,14 @@ import numpy as np
 from ..contract.appearance import FLOATS, AppearanceState
 from ..contract.per_view import BETA1, BETA2, EPS, adam_scalars
 from .device import Gpu
+from .kernels import APPEARANCE
 from .pool import UNIFORM_USAGE, buffer_usage
 
 
 class GpuAppearance:
     def __init__(self, gpu: Gpu, views: int, lr: float) -> None:
         self.ctx, self.pool, self.views, self.lr = gpu.ctx, gpu.pool, int(views), float(lr)
-        self.module = gpu.lib.module("appearance")
+        self.module = APPEARANCE.variant().module(gpu.lib)
         self.wg = self.module.workgroup_size("app_apply")[0]
         self._apply, self._backward, self._update = (
             self.module.pipeline(e) for e in ("app_apply", "app_backward", "app_update"))

@@ -25,6 +25,7 @@ import numpy as np
 
 from ..contract.losses import LossConfig, ParamTerm
 from ..contract.statistics import STANDARD, resolve, statistics_wgsl
+from . import kernels
 from .device import Gpu
 from .layout import Layout
 from .loss import SLOT
@@ -34,7 +35,6 @@ from .renderer import GpuRenderer
 from .sort import grid_2d
 
 GRAD2D_FLOATS = 12          # per splat: (mean2d x, y, opacity, -), (conic a, b, c, -), (r, g, b, -)
-PARTIALS_BYTES = 12288      # workgroup memory for the per-round partial sums of raster_backward
 
 
 # Where each parameter group lives in the flat layout (the offsets of RenderParams), and its width.
@@ -140,23 +140,15 @@ class GpuBackward:
         # the renderer's layout, or another accumulation variant of it (the portability tour)
         self.layout = layout = layout or renderer.layout
         layout.check(ctx)
-        rows, cols = layout.raster_rows, layout.raster_cols
-        threads = (16 // cols) * (16 // rows)
-        self.batch = min(threads, PARTIALS_BYTES // (48 * threads))
+        self.batch = kernels.backward_batch(layout)
         config = renderer.config
-        self._raster = lib.module("raster_backward", {
-            "ROWS": rows, "COLS": cols, "THREADS_X": 16 // cols, "THREADS_Y": 16 // rows,
-            "BATCH": self.batch,
-            "ATOMICS": "atomic_float.wgsl" if layout.float_atomics else "atomic_cas.wgsl",
-            "PARTIALS": "partials_subgroup.wgsl" if layout.subgroups else "partials_workgroup.wgsl"},
-            config=config)
+        self._raster = kernels.raster_backward(layout, config).module(lib)
         self.statistics = resolve(statistics)
         self.terms = (loss or LossConfig()).active_terms()
         self.pose = bool(pose)   # --pose-opt: the view-matrix gradient's partials (gpu/pose.py)
         self._includes = project_includes(self.statistics, [term for term, _ in self.terms],
                                           self.pose)
-        self._project = lib.module("project_backward", {"SINK": "grads_sink.wgsl"}, config=config,
-                                   generated=self._includes)
+        self._project = kernels.project_backward(config, self._includes, False).module(lib)
         self._project_fused = None
         pool.get("no_grad2d_hi", SPLAT_BYTES)        # binds grad2d_hi while every id is below
         weights = np.zeros((), self._project.struct_dtype("LossTerms"))
@@ -167,7 +159,7 @@ class GpuBackward:
         pool.get("term_partials", 4)
         self._terms = None
         if self.terms:   # the terms' value joins the step's loss (one uniform slot per loss slot)
-            self._terms = lib.module("loss_terms", config=config)
+            self._terms = kernels.LOSS_TERMS.variant(config).module(lib)
             slots = np.zeros(history, self._terms.struct_dtype("TermsSlot", stride=SLOT))
             slots["slot"] = np.arange(history)
             self._terms_slot_bytes = self._terms.struct_dtype("TermsSlot").itemsize
@@ -188,9 +180,8 @@ class GpuBackward:
     def fused_module(self):
         """project_backward.wgsl with the Adam sink (compiled on first use)."""
         if self._project_fused is None:
-            self._project_fused = self.lib.module("project_backward", {"SINK": "adam_sink.wgsl"},
-                                                  config=self.renderer.config,
-                                                  generated=self._includes)
+            self._project_fused = kernels.project_backward(self.renderer.config, self._includes,
+                                                           True).module(self.lib)
         return self._project_fused
 
     @property

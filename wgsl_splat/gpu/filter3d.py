@@ -12,6 +12,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..camera import Camera
+from .kernels import FILTER3D
 from .pages import page_name
 from .pool import UNIFORM_USAGE, buffer_usage
 from .renderer import GpuRenderer
@@ -22,7 +23,7 @@ class Filter3D:
     def __init__(self, renderer: GpuRenderer) -> None:
         self.renderer = renderer
         self.ctx, self.pool = renderer.ctx, renderer.pool
-        self.module = renderer.lib.module("filter3d", config=renderer.config)
+        self.module = FILTER3D.variant(renderer.config).module(renderer.lib)
         self._camera_dtype = self.module.struct_dtype("FilterCamera")
         self._params = np.zeros((), self.module.struct_dtype("FilterParams"))
         self.pool.get("filter3d_params", self._params.nbytes, buffer_usage(*UNIFORM_USAGE))

@@ -16,6 +16,9 @@ from .runtime import GpuError
 
 RASTER_ROWS = (4, 8, 16)
 RASTER_COLS = (1, 2)
+#: the (rows, columns) of a raster thread the kernels are declared in (gpu/kernels.py): the CPU
+#: layout, its one-column twin, and the 8- and 4-row GPU layouts
+RASTER_SHAPES = ((16, 2), (16, 1), (8, 1), (4, 1))
 LOSS_VARIANTS = ("tiled", "lines")
 
 

@@ -37,7 +37,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..contract.losses import DEFAULT_LAMBDA, SSIM_C1, SSIM_C2, gaussian_window_1d
+from ..contract.losses import DEFAULT_LAMBDA, SSIM_C1, SSIM_C2
+from . import kernels
 from .device import Gpu
 from .layout import LOSS_VARIANTS, Layout
 from .pool import UNIFORM_USAGE, buffer_usage
@@ -48,12 +49,6 @@ TILE = 16
 SLOT = 256                  # bytes per dynamic uniform slot
 RESULT_BYTES = 16           # one vec4<f32> per slot
 MAX_GROUPS = 65535
-
-
-def window_defines() -> dict[str, str]:
-    """``{{W0}}..{{W5}}`` for loss.wgsl: the reference window's weights (w0 = w10, ..., w5 centre)."""
-    g = gaussian_window_1d()
-    return {f"W{i}": repr(float(np.float32(g[i]))) for i in range(6)}
 
 
 @dataclass(frozen=True)
@@ -67,7 +62,7 @@ class LossValues:
 
 
 VARIANTS = LOSS_VARIANTS
-LINES_WG = file_constants("loss_lines")["WG"]   # threads per workgroup (the WGSL's)
+LINES_WG = file_constants(kernels.LOSS_LINES.name)["WG"]   # threads per workgroup (the WGSL's)
 
 
 class GpuLoss:
@@ -100,11 +95,10 @@ class GpuLoss:
         self.prefix = prefix
         self.width = self.height = 0
         self.tiles_x = self.tiles_y = 0
+        self.module = kernels.loss(variant).module(self.lib)
         if variant == "tiled":
-            self.module = self.lib.module("loss", window_defines())
             self._pipelines = [self.module.pipeline(e) for e in ("ssim_forward", "ssim_backward")]
         else:
-            self.module = self.lib.module("loss_lines", window_defines())
             self._pipelines = [self.module.pipeline(e) for e in (
                 "lines_v_stats", "lines_h_ssim", "lines_v_grad")]
         self.n_params = f"{prefix}_params"

@@ -21,6 +21,7 @@ import numpy as np
 from ..contract.per_view import BETA1, BETA2, EPS, adam_scalars
 from ..contract.pose import FLOATS, PoseState
 from .device import Gpu
+from .kernels import POSE
 from .pool import UNIFORM_USAGE, buffer_usage
 
 CAMERA_BYTES = 64   # w2c0, w2c1, w2c2, cam_pos: the first four vec4 of RenderParams
@@ -30,7 +31,7 @@ class GpuPose:
     def __init__(self, gpu: Gpu, views: int, lr: float, extent: float) -> None:
         self.ctx, self.pool, self.views = gpu.ctx, gpu.pool, int(views)
         self.lr, self.extent = float(lr), float(extent)
-        self.module = gpu.lib.module("pose")
+        self.module = POSE.variant().module(gpu.lib)
         self._apply, self._update = (self.module.pipeline(e) for e in ("pose_apply", "pose_update"))
         self._dtype = self.module.struct_dtype("PoseParams")
         self.pool.get("pose_params", 256, buffer_usage(*UNIFORM_USAGE))

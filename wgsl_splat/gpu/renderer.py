@@ -36,6 +36,7 @@ from ..camera import Camera
 from ..env import size_text
 from ..model import GaussianModel, param_offsets, sh_degree_from_coeffs
 from ..render_config import CLASSIC, RenderConfig
+from . import kernels
 from .device import Gpu
 from .layout import Layout
 from .pages import (
@@ -142,7 +143,6 @@ class GpuRenderer:
     # made emission 58% of the step with the smaller table).
     TABLE_MAX_CPU = 1 << 21
     TABLE_MAX_GPU = 1 << 24
-    RASTER_BATCH = 256     # splats per workgroup-memory batch of raster.wgsl (12 KiB)
 
     def __init__(self, gpu: Gpu | GpuContext, *, layout: Layout | None = None,
                  config: RenderConfig | None = None, initial_capacity: int | None = None,
@@ -169,19 +169,15 @@ class GpuRenderer:
         self.last_count: int | None = None
         self.renders = 0
         self.redos = 0
-        self._project = self.lib.module("project", config=self.config)
-        self._emit = self.lib.module("emit", config=self.config)
-        self._scan = self.lib.module("scan", config=self.config)
+        self._project = kernels.PROJECT.variant(self.config).module(self.lib)
+        self._emit = kernels.EMIT.variant(self.config).module(self.lib)
+        self._scan = kernels.SCAN.variant(self.config).module(self.lib)
         self._params = np.zeros((), self._project.struct_dtype("RenderParams"))
         self.pool.get("render_params", self._params.nbytes, buffer_usage(*UNIFORM_USAGE))
         self.pool.get("counters", COUNTERS_BYTES)
         self.pool.get("no_splats_hi", SPLAT_BYTES)      # binds splats_hi while every id is below
         self.pool.get("no_filter3d", 16)                # binds filter3d in the classic mode
-        layout = self.layout
-        self._raster = self.lib.module("raster", {
-            "BATCH": self.RASTER_BATCH, "ROWS": layout.raster_rows, "COLS": layout.raster_cols,
-            "THREADS_X": 16 // layout.raster_cols, "THREADS_Y": 16 // layout.raster_rows,
-            "SKIP": str(layout.raster_skip).lower()}, config=self.config)
+        self._raster = kernels.raster(self.layout, self.config).module(self.lib)
 
     # -- model --------------------------------------------------------------------------------------
     def upload_model(self, model: GaussianModel, filter_3d: np.ndarray | None = None, *,

@@ -10,11 +10,12 @@ from __future__ import annotations
 
 import numpy as np
 
+from .kernels import BITONIC, PREFIX, RADIX, RADIX_BITS, radix
 from .layout import Layout
 from .pool import UNIFORM_USAGE, BufferPool, buffer_usage
 from .shaders import ShaderLibrary, file_constants
 
-SORT_BLOCK = 2 * file_constants("sort")["HALF_BLOCK"]   # elements per workgroup of sort.wgsl
+SORT_BLOCK = 2 * file_constants(BITONIC.name)["HALF_BLOCK"]   # elements per workgroup of sort.wgsl
 MAX_FUSED = 4               # substages fused per global dispatch (2^4 elements per thread)
 STAGE_SLOT = 256            # bytes per dynamic uniform slot (WebGPU min alignment is <= 256)
 MAX_WORKGROUPS_X = 32768    # split bigger 1D grids into 2D (the limit per dimension is 65 535)
@@ -61,7 +62,7 @@ class BitonicSorter:
         self.lib = lib
         self.pool = pool
         self.prefix = prefix
-        self.module = lib.module("sort")
+        self.module = BITONIC.variant().module(lib)
         self._stage = self.module.struct_dtype("SortStage", stride=STAGE_SLOT)
         self._stage_bytes = self.module.struct_dtype("SortStage").itemsize
         self.capacity = 0
@@ -135,7 +136,7 @@ def sort_pairs(ctx, keys: np.ndarray, vals: np.ndarray, *, lib: ShaderLibrary | 
 # -------------------------------------------------------------------------------------------------
 # Exclusive prefix sum over many workgroups (shaders/prefix.wgsl), for GPUs.
 
-SCAN_BLOCK = file_constants("prefix")["WG"] * file_constants("prefix")["PER"]   # per workgroup
+SCAN_BLOCK = file_constants(PREFIX.name)["WG"] * file_constants(PREFIX.name)["PER"]   # per workgroup
 
 
 class PrefixScan:
@@ -146,7 +147,7 @@ class PrefixScan:
     def __init__(self, lib: ShaderLibrary, pool: BufferPool, name: str) -> None:
         self.lib = lib
         self.pool = pool
-        self.module = lib.module("prefix")
+        self.module = PREFIX.variant().module(lib)
         self.params = f"{name}_scan_params"
         self.sums = f"{name}_scan_sums"
         self.length = -1
@@ -182,8 +183,8 @@ class PrefixScan:
 # -------------------------------------------------------------------------------------------------
 # Stable multi-pass LSD radix sort (shaders/radix.wgsl) -- the one the renderer uses.
 
-RADIX_MAX_BITS = 8      # digit bits per pass (256 bins)
-RADIX_WG = file_constants("radix")["RADIX_WG"]   # threads of radix_hist / radix_scatter
+RADIX_MAX_BITS = RADIX_BITS[0]      # digit bits per pass (256 bins)
+RADIX_WG = file_constants(RADIX.name)["RADIX_WG"]   # threads of radix_hist / radix_scatter
 
 
 def radix_passes(bits: int, max_bits: int = RADIX_MAX_BITS) -> list[tuple[int, int]]:
@@ -215,7 +216,7 @@ class RadixSorter:
         self.threads = 1
         self.max_bits = max_bits
         self.items_per_bin = items_per_bin
-        self.module = lib.module("radix", {"MAX_BINS": 1 << max_bits})
+        self.module = radix(max_bits).module(lib)
         self._stage = self.module.struct_dtype("RadixStage", stride=STAGE_SLOT)
         self._stage_bytes = self.module.struct_dtype("RadixStage").itemsize
         self.keys, self.vals = f"{name}_keys", f"{name}_vals"

@@ -45,6 +45,7 @@ from .appearance import GpuAppearance
 from .backward import GRAD2D_FLOATS, GpuBackward
 from .device import Gpu
 from .filter3d import Filter3D
+from .kernels import OBSERVE
 from .layout import Layout
 from .loss import RESULT_BYTES, GpuLoss
 from .memory import MemoryPlan
@@ -478,7 +479,7 @@ class GpuTrainStep(TrainStep):
         planes = np.zeros(4, np.uint32)
         planes[:len(into)] = [names.index(k) for k in into]
         if self._observe is None:
-            self._observe = self.lib.module("observe")
+            self._observe = OBSERVE.variant().module(self.lib)
         module, r = self._observe, self.renderer
         block = module.workgroup_size("observe")[0]
         images = []

@@ -93,13 +93,14 @@ class Work:
 def measure_limits(ctx, repeats: int = 5, copy_bytes: int = 32 << 20) -> Limits:
     """Measure :class:`Limits` on ``ctx`` (under a second on lavapipe): medians of ``repeats``
     timestamp-query timings (host timing without timestamp queries)."""
+    from ..gpu.kernels import LIMITS
     from ..gpu.pool import BufferPool
     from ..gpu.profiler import StageTimer
     from ..gpu.shaders import ShaderLibrary
 
     pool = BufferPool(ctx)
     lib = ShaderLibrary(ctx)
-    mod = lib.module("limits")
+    mod = LIMITS.variant().module(lib)
     pool.get("limits_src", copy_bytes)
     pool.get("limits_dst", copy_bytes)
     bind = pool.bind_group(mod, 0, {"src": "limits_src", "dst": "limits_dst"})
