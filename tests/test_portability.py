@@ -114,9 +114,9 @@ def test_failures_name_variant_backend_and_message(tools, tmp_path):
 def test_tour_covers_every_variant_the_tests_create(request, tour_variants):
     """Runs last: every shader variant any test of this session created is one the tour (and so
     the compiler check) covers. A new define, override set or module the host starts using
-    fails here until the tour exercises it."""
+    fails here until wgsl_splat/gpu/kernels.py declares it."""
     created = port.variants_of(request.config.wgsl_variants)
     missing = sorted(set(port.uncovered(created, tour_variants)), key=lambda v: v.describe())
-    assert not missing, ("variants created by the tests but not by the portability tour "
-                         "(extend wgsl_splat/tools/portability.py:tour):\n"
+    assert not missing, ("variants created by the tests but not declared for the portability "
+                         "tour (declare them in wgsl_splat/gpu/kernels.py):\n"
                          + "\n".join(v.describe() for v in missing))

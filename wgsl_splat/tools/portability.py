@@ -2,14 +2,12 @@
 
 ``python -m wgsl_splat.tools.portability --out DIR [--fxc] [--dump-only]``
 
-1. **Variants.** :func:`tour` drives the real host code (renderer, training step in both render
-   modes and every layout, each accumulation variant of the backward pass, densification, the 3D
-   filter, sorts, loss variants, the appearance transform, pose refinement, Adam, the roofline's
-   limit kernels, the viewer's present shader)
-   on a small problem while :func:`~wgsl_splat.gpu.shaders.record_variants` records what the
-   loader is asked for: each module (name, ``{{DEFINES}}``, render configuration) and each pipeline
-   made from it (entry point, override constants). ``tests/test_portability.py`` fails when a
-   test creates a variant the tour does not.
+1. **Variants.** :func:`tour` lists every module variant :mod:`wgsl_splat.gpu.kernels` declares
+   (name, ``{{DEFINES}}``, render configuration, generated includes) with the pipelines made from
+   it (entry point, override constants), and runs the strategies' own kernels on a small problem
+   while :func:`~wgsl_splat.gpu.shaders.record_variants` records them (their decisions' code is
+   generated from declarations gpu/ cannot see). ``tests/test_portability.py`` fails when a test
+   creates a variant the tour does not: one the host makes without declaring it.
 2. **Dump.** Per module variant the assembled WGSL exactly as wgpu receives it, per pipeline the
    same text with the override constants resolved (naga's writers take no pipeline constants;
    wgpu resolves them the same way before translating), and ``manifest.json``.
@@ -138,189 +136,62 @@ def uncovered(created: list, tour_variants: list) -> list:
 
 
 def tour(ctx, log=print) -> list:
-    """Drive the host code on a tiny problem and return every variant it creates (see the module
-    docstring). Needs a context with float atomics and subgroups to reach every variant (lavapipe
-    has both); without them those variants are missing from the result."""
+    """Every shader variant the host can create (see the module docstring): the variants
+    :mod:`wgsl_splat.gpu.kernels` declares, listed, and the strategies' own kernels (a decision's
+    ``grow.wgsl``, generated from the strategy's declarations, which gpu/ cannot see), run once on
+    a tiny step on ``ctx`` while the loader records them."""
+    from ..contract.statistics import STANDARD
+    from ..gpu.kernels import declared_variants
+    from ..gpu.shaders import record_variants
+    from ..strategy import STRATEGIES
+
+    t0 = time.perf_counter()
+    stat_sets = [tuple(s.name for s in STANDARD), ()]
+    for name in sorted(STRATEGIES):
+        names = tuple(s.name for s in STRATEGIES[name].statistics)
+        if names not in stat_sets:
+            stat_sets.append(names)
+    found = set()
+    declared = declared_variants(stat_sets)
+    for variant, every in declared:
+        code = variant.source().code
+        for stage, entry in entry_points(code):
+            sets = variant.constant_sets(entry)
+            for consts in sets if every else sets[:1]:
+                found.add(Variant(variant.name, variant.defines, variant.config, entry,
+                                  full_constants(code, consts), stage, variant.generated))
+    with record_variants() as rec:
+        _strategy_kernels(ctx, STRATEGIES)
+    found.update(variants_of(rec))
+    found = sorted(found, key=lambda v: (v.module, v.config.mode, v.defines, v.generated,
+                                         v.entry, v.constants))
+    log(f"tour: {len(found)} pipeline variants of {len(declared)} declared module variants and "
+        f"{len(rec.modules)} of the strategies' in {time.perf_counter() - t0:.1f} s")
+    return found
+
+
+def _strategy_kernels(ctx, strategies) -> None:
+    """ADC's round and each strategy's :meth:`~wgsl_splat.strategy.base.Strategy.exercise_kernels`
+    on a tiny step with the strategy's statistics."""
     import numpy as np
 
-    from ..contract.losses import PARAM_TERMS, LossConfig
     from ..contract.optim import OptimConfig
     from ..contract.state import HostArrays
     from ..contract.statistics import STANDARD
     from ..contract.step import View
-    from ..gpu.adam import GpuAdam, ParamLayout
-    from ..gpu.backward import GpuBackward
-    from ..gpu.layout import Layout
-    from ..gpu.loss import GpuLoss
-    from ..gpu.renderer import GpuRenderer
-    from ..gpu.shaders import load_source, record_variants
-    from ..gpu.sort import radix_sort_pairs, sort_pairs
     from ..gpu.step import GpuTrainStep
-    from ..render_config import RENDER_MODES, render_config
-    from ..strategy import STRATEGIES
     from ..strategy.adc import ADCRound, adc_round
-    from .random_scene import filter_cameras, random_scene
-    from .roofline import measure_limits
-
-    combos = [(fa, sg) for fa in (True, False) for sg in (True, False)
-              if (ctx.has_float_atomics or not fa) and (ctx.has_subgroups or not sg)]
-    # every layout field explicitly, so that the result does not depend on the adapter type
-    layouts = [Layout.of(ctx, raster_rows=16, raster_cols=2, threads=256, parallel_scan=False,
-                         loss_variant="lines"),
-               Layout.of(ctx, raster_rows=16, raster_cols=1, threads=256, parallel_scan=False,
-                         loss_variant="tiled"),
-               Layout.of(ctx, raster_rows=8, raster_cols=1, threads=16384, parallel_scan=True,
-                         loss_variant="tiled"),
-               Layout.of(ctx, raster_rows=4, raster_cols=1, threads=16384, parallel_scan=True,
-                         loss_variant="lines")]
-    rng = np.random.default_rng(26)
-    t0 = time.perf_counter()
-    with record_variants() as rec:
-        for mode in RENDER_MODES:
-            config = render_config(mode)
-            for degree in (3, 2, 1, 0):
-                model, cam = random_scene(rng, 48, 40, 24, sh_degree=degree, dtype=np.float32)
-                target = rng.uniform(0, 1, (cam.height, cam.width, 3)).astype(np.float32)
-                for li, layout in enumerate(layouts if degree == 3 else layouts[:1]):
-                    for stats in ((STANDARD, ()) if li == 0 else (STANDARD,)):
-                        arrays = HostArrays.fresh(model, stats)
-                        step = GpuTrainStep(ctx, arrays, OptimConfig(), render_config=config,
-                                            layout=layout)
-                        if config.antialiased:
-                            step.set_filter_cameras(filter_cameras(cam))
-                            step.update_filter_3d()
-                        for active in range(degree + 1):      # SH constants; ACCUMULATE 0 and 1
-                            view = View(cam, target, view_id=0)
-                            step.step_batch([view, view], active)
-                            step.step_batch([view], active)   # Adam in project_backward
-                        step.take_losses()
-                        if degree == 3 and stats:
-                            _backward_variants(step, combos, GpuBackward)
-                        if degree == 3 and li == 0 and stats:
-                            _densify(step, ADCRound, adc_round)
-                if degree == 3:   # generated code: every strategy's statistics, every term set
-                    _generated_variants(ctx, model, cam, target, config, STRATEGIES, PARAM_TERMS,
-                                        LossConfig, HostArrays)
-            # the forward renderer alone: every raster layout, with and without the skip branch
-            model, cam = random_scene(rng, 48, 40, 24, sh_degree=3, dtype=np.float32)
-            for rows, cols in ((16, 2), (16, 1), (8, 1), (4, 1)):
-                for skip in (True, False):
-                    r = GpuRenderer(ctx, layout=Layout.of(ctx, raster_rows=rows, raster_cols=cols,
-                                                          raster_skip=skip), config=config)
-                    r.upload_model(model)
-                    r.render(cam)
-        # mode-independent kernels not on the training path
-        keys = rng.integers(0, 1 << 20, 300).astype(np.uint32)
-        big = rng.integers(0, 1 << 20, 1 << 15).astype(np.uint32)   # every fused bitonic stage
-        sort_pairs(ctx, np.stack([big, big], 1), np.arange(big.size, dtype=np.uint32))
-        radix_sort_pairs(ctx, keys, np.arange(300, dtype=np.uint32), 20)
-        radix_sort_pairs(ctx, keys, np.arange(300, dtype=np.uint32), 20, max_bits=4)
-        radix_sort_pairs(ctx, keys, np.arange(300, dtype=np.uint32), 20,
-                         layout=Layout.of(ctx, threads=16384, parallel_scan=True))
-        measure_limits(ctx, repeats=1, copy_bytes=1 << 16)
-        _adam_variants(ctx, rng, GpuAdam, ParamLayout)
-        for variant in ("tiled", "lines"):
-            _loss(ctx, variant, GpuLoss)
-        _appearance(ctx, rng, GpuTrainStep, HostArrays, OptimConfig, random_scene)
-        load_source("present")          # the viewer's render shader (app/viewer.py)
-    found = variants_of(rec)
-    log(f"tour: {len(found)} pipeline variants of {len(rec.modules)} module variants in "
-        f"{time.perf_counter() - t0:.1f} s")
-    return found
-
-
-def _backward_variants(step, combos, GpuBackward) -> None:
-    """The raster backward of every accumulation variant on ``step``'s layout and buffers."""
-    for fa, sg in combos:
-        bw = GpuBackward(step.gpu, step.renderer,
-                         layout=step.layout.replace(float_atomics=fa, subgroups=sg))
-        with step.ctx.guard("the portability tour's backward variants"):
-            enc = step.ctx.device.create_command_encoder()
-            cpass = enc.begin_compute_pass()
-            bw.encode_raster(cpass)
-            cpass.end()
-            step.ctx.queue.submit([enc.finish()])
-
-
-def _generated_variants(ctx, model, cam, target, config, strategies, terms, LossConfig,
-                        HostArrays) -> None:
-    """One step of every combination of the registered strategies' statistics, the subsets of
-    the loss's parameter terms and --pose-opt off and on (code generated into
-    project_backward.wgsl; see :func:`uncovered` for why one set of constants is enough)."""
-    import itertools
-
-    from ..contract.optim import OptimConfig
-    from ..contract.step import StepSpec, View
-    from ..gpu.step import GpuTrainStep
-
-    stat_sets = {tuple(s.name for s in cls.statistics) for cls in strategies.values()}
-    for stats in sorted(stat_sets):
-        for k in range(len(terms) + 1):
-            for chosen in itertools.combinations(terms, k):
-                loss = LossConfig(**{t.weight: 0.01 for t in chosen})
-                for pose in (0, 1):   # --pose-opt: its view-matrix gradient and shaders/pose.wgsl
-                    spec = StepSpec(OptimConfig(), loss=loss, statistics=stats, pose_views=pose)
-                    step = GpuTrainStep(ctx, HostArrays.fresh(model, stats), spec=spec,
-                                        render_config=config)
-                    view = View(cam, target, view_id=0)
-                    step.step_batch([view, view], 3)
-                    step.step_batch([view], 3)   # a lone view: the fused Adam sink when fusable
-                    step.take_losses()
-    for name in sorted(strategies):    # each strategy's own kernels (Strategy.exercise_kernels)
-        cls = strategies[name]
-        step = GpuTrainStep(ctx, HostArrays.fresh(model, cls.statistics), OptimConfig(),
-                            render_config=config)
-        cls.exercise_kernels(step, View(cam, target, view_id=0))
-
-
-def _densify(step, ADCRound, adc_round) -> None:
-    """An ADC round, MCMC's relocation, growth and position noise, the opacity reset."""
-    state = step.state
-    adc_round(state, ADCRound(2e-4, 0.02, 2, 1.6, 0.005, 0.15, 20.0, 10**6, key=3))
-    state.relocate(0.005, key=4)
-    state.sample_add(8, 0.005, key=5)
-    state.perturb_means(1e-3, key=6)
-    state.reset_opacity(0.01)
-
-
-def _adam_variants(ctx, rng, GpuAdam, ParamLayout) -> None:
-    """Adam with and without zeroing the gradients (the training step keeps them)."""
-    import numpy as np
-
-    from ..contract.optim import OptimConfig
-    from ..gpu.renderer import GpuRenderer
     from .random_scene import random_scene
 
-    model, _ = random_scene(rng, 16, 16, 16, sh_degree=1, dtype=np.float32)
-    for zero in (True, False):
-        r = GpuRenderer(ctx)
-        r.upload_model(model)
-        r.pool.get("grads", 4 * r.num_params)
-        adam = GpuAdam(r.gpu, OptimConfig(), params="params", grads="grads", zero_grads=zero)
-        adam.configure(ParamLayout.from_renderer(r))
-
-
-def _appearance(ctx, rng, GpuTrainStep, HostArrays, OptimConfig, random_scene) -> None:
-    """A step with --appearance's kernels (shaders/appearance.wgsl)."""
-    import numpy as np
-
-    from ..contract.step import StepSpec
-
-    model, cam = random_scene(rng, 24, 20, 16, sh_degree=0, dtype=np.float32)
+    rng = np.random.default_rng(26)
+    model, cam = random_scene(rng, 48, 40, 24, sh_degree=3, dtype=np.float32)
     target = rng.uniform(0, 1, (cam.height, cam.width, 3)).astype(np.float32)
-    step = GpuTrainStep(ctx, HostArrays.fresh(model),
-                        spec=StepSpec(OptimConfig(), appearance_views=1))
-    step.step(cam, target, view_id=0)
-    step.take_losses()
-
-
-def _loss(ctx, variant, GpuLoss) -> None:
-    import numpy as np
-
-    loss = GpuLoss(ctx, variant=variant)
-    loss.configure(24, 20)
-    img = np.zeros((20, 24, 3), np.float32)
-    loss.compute(img, img)
+    step = GpuTrainStep(ctx, HostArrays.fresh(model, STANDARD), OptimConfig())
+    adc_round(step.state, ADCRound(2e-4, 0.02, 2, 1.6, 0.005, 0.15, 20.0, 10**6, key=3))
+    for name in sorted(strategies):
+        cls = strategies[name]
+        step = GpuTrainStep(ctx, HostArrays.fresh(model, cls.statistics), OptimConfig())
+        cls.exercise_kernels(step, View(cam, target, view_id=0))
 
 
 # -- dump -----------------------------------------------------------------------------------------
