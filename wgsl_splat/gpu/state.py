@@ -33,14 +33,13 @@ from ..contract.state import (
     TrainState,
     budget,
 )
-from ..contract.statistics import accessors_wgsl, resolve
+from ..contract.statistics import resolve
 from ..model import inverse_sigmoid, param_offsets
-from .pages import Page, page_name, row_bytes
+from . import kernels
+from .pages import MOMENTS, PARAMS, STATS, Page, page_name, row_bytes
 from .pool import UNIFORM_USAGE, buffer_usage
 from .sort import PrefixScan, grid_2d
 
-PARAM_ARRAYS = ("params", "adam_m", "adam_v")
-STATS = "stats"
 TABLE, RELOCATED = "state_table", "state_relocated"
 PLAN, TALLIES = "state_plan", "state_tallies"
 SLOT = 256                       # bytes per dynamic uniform slot of the row operation
@@ -52,9 +51,9 @@ class DeviceState(TrainState):
         self.stat_names = tuple(stat_names)
         self.statistics = resolve(self.stat_names)
         self.ctx, self.pool, self.lib = step.ctx, step.pool, step.lib
-        self._rows = self.lib.module("state_rows")
-        self._reset = self.lib.module("opacity_reset", config=step.render_config)
-        self._reloc = self.lib.module("relocation")
+        self._rows = kernels.STATE_ROWS.variant().module(self.lib)
+        self._reset = kernels.OPACITY_RESET.variant(step.render_config).module(self.lib)
+        self._reloc = kernels.RELOCATION.variant().module(self.lib)
         max_segments = self._rows.constant("MAX_SEGMENTS")
         if len(self.stat_names) > max_segments:
             raise ValueError(f"at most {max_segments} statistics, got {self.stat_names}")
@@ -78,15 +77,15 @@ class DeviceState(TrainState):
     # -- sizes ----------------------------------------------------------------------------------------
     @property
     def n(self) -> int:
-        return self.step.renderer.num
+        return self.step.arrays.num
 
     @property
     def k(self) -> int:
-        return self.step.renderer.sh_coeffs
+        return self.step.arrays.sh_coeffs
 
     @property
     def pages(self) -> list[Page]:
-        return self.step.renderer.pages
+        return self.step.arrays.pages
 
     def _groups(self, module, entry: str, n: int) -> tuple[int, int]:
         """The 2D grid of workgroups of ``entry`` for ``n`` threads (its size read from the WGSL)."""
@@ -163,9 +162,9 @@ class DeviceState(TrainState):
         from the old ones (one dispatch per pair of pages) and replace them, one array at a time."""
         step, k = self.step, self.k
         src_pages = list(self.pages)
-        dst_pages = step.renderer.paging.pages(n_out)
+        dst_pages = step.arrays.paging.pages(n_out)
         n_stats = len(self.stat_names)
-        arrays = list(PARAM_ARRAYS) + ([STATS] if n_stats else [])
+        names = [PARAMS, *MOMENTS] + ([STATS] if n_stats else [])
         self.pool.get(TABLE, 8 * max(n_out, 1), keep_contents=prelude is None)
         step.release_transients()
         pairs = [(d, src) for d in dst_pages for src in src_pages]
@@ -195,11 +194,10 @@ class DeviceState(TrainState):
             self.pool.get(name, data.nbytes, buffer_usage(*UNIFORM_USAGE))
             self.pool.write(name, data)
         pending = [prelude] if prelude is not None else []
-        for name in arrays:
+        for name in names:
             record = 4 * max(n_stats, 1) if name == STATS else row_bytes(k)
             new = f"{name}~new"
-            for d in dst_pages or [Page(0, 0, 0)]:
-                self.pool.get(page_name(new, d.index), max(record * d.count, 4), exact=True)
+            step.arrays.alloc(new, record, dst_pages)
             uniform = "state_u_rows_stats" if name == STATS else "state_u_rows"
 
             def encode(enc, name=name, new=new, uniform=uniform):
@@ -209,7 +207,7 @@ class DeviceState(TrainState):
                     return
                 cpass = enc.begin_compute_pass(label=f"rows {name}")
                 cpass.set_pipeline(self._rows.pipeline(
-                    "apply_params" if name == "params" else "apply_plain"))
+                    "apply_params" if name == PARAMS else "apply_plain"))
                 for j, (d, src) in enumerate(pairs):
                     cpass.set_bind_group(0, self.pool.bind_group(self._rows, 0, {
                         "rp": (uniform, 0, self._row_bytes), "src": page_name(name, src.index),
@@ -221,10 +219,7 @@ class DeviceState(TrainState):
             self._submit("applying a row table", encode)
             for d in dst_pages or [Page(0, 0, 0)]:
                 self.pool.adopt(page_name(name, d.index), page_name(new, d.index))
-            p = max(len(dst_pages), 1)
-            while page_name(name, p) in self.pool:
-                self.pool.free(page_name(name, p))
-                p += 1
+            step.arrays.free_from(name, max(len(dst_pages), 1))
         self._adopt(n_out)
 
     def _adopt(self, n: int) -> None:
@@ -251,9 +246,9 @@ class DeviceState(TrainState):
             u["cap_logit"], u["cap"] = np.float32(inverse_sigmoid(value)), value
             name = self._write("reset", page, u)
             binds.append((self.pool.bind_group(self._reset, 0, {
-                "rp": name, "params": page_name("params", page.index),
-                "adam_m": page_name("adam_m", page.index),
-                "adam_v": page_name("adam_v", page.index), "filter3d": r.filter_window(page)}),
+                "rp": name, "params": page_name(PARAMS, page.index),
+                "adam_m": page_name(MOMENTS[0], page.index),
+                "adam_v": page_name(MOMENTS[1], page.index), "filter3d": r.filter_window(page)}),
                 groups))
 
         def encode(enc):
@@ -270,8 +265,7 @@ class DeviceState(TrainState):
     def _grow_module(self, decision: RowDecision):
         """``grow.wgsl`` with the decision's kernel and the accessors of this state's statistics
         (compiled once per decision class and statistics)."""
-        text = accessors_wgsl(self.statistics) + "\n" + decision.wgsl
-        return self.lib.module("grow", generated={"decision.wgsl": text})
+        return kernels.grow(self.statistics, decision.wgsl).module(self.lib)
 
     def grow(self, decision: RowDecision, room: int) -> GrowReport:
         n = self.n
@@ -306,7 +300,7 @@ class DeviceState(TrainState):
 
         def bind(uniform: str, p: int):
             return self.pool.bind_group(module, 0, {
-                "gp": uniform, "dp": "state_u_decision", "params": page_name("params", p),
+                "gp": uniform, "dp": "state_u_decision", "params": page_name(PARAMS, p),
                 "stats": page_name(STATS, p), "allowed": "state_allowed", "plan": PLAN,
                 "tallies": TALLIES, "table": TABLE, "scan_sums": self.scan.sums})
 
@@ -365,7 +359,7 @@ class DeviceState(TrainState):
     # -- 3DGS-MCMC's operations (MCMCState: declared by strategy/mcmc.py, not the contract) ------------
     def _reloc_bind(self, uniform: str, p: int = 0):
         return self.pool.bind_group(self._reloc, 0, {
-            "mp": uniform, "params": page_name("params", p), "weights": "state_weights",
+            "mp": uniform, "params": page_name(PARAMS, p), "weights": "state_weights",
             "scan_sums": self.scan.sums, "sources": "state_sources", "counts": "state_counts",
             "relocated": RELOCATED, "table": TABLE, "sigmoid_table": "state_sigmoid"})
 
