@@ -49,6 +49,7 @@ def gradcheck(**values):
 
 def run(request: GradcheckRequest) -> None:
     from ..contract.optim import OptimConfig
+    from ..gpu.layout import Layout
     from ..gpu.step import GpuTrainStep
     from ..tools.gradcheck import compare, format_table, make_problem
     from ..tools.random_scene import filter_cameras
@@ -68,7 +69,8 @@ def run(request: GradcheckRequest) -> None:
                   if (ctx.has_float_atomics or not fa) and (ctx.has_subgroups or not sg)]
     failed = False
     for fa, sg in combos:
-        step = GpuTrainStep(ctx, model, OptimConfig(), float_atomics=fa, subgroups=sg,
+        step = GpuTrainStep(ctx, model, OptimConfig(),
+                            layout=Layout.of(ctx, float_atomics=fa, subgroups=sg),
                             render_config=config)
         step.set_filter_cameras(filter_cameras(cam))
         step.update_filter_3d()

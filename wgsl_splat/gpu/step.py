@@ -80,16 +80,15 @@ class GpuTrainStep(TrainStep):
                  spec: StepSpec | None = None, layout: Layout | None = None,
                  history: int = HISTORY,
                  target_cache_bytes: int = TARGET_CACHE_BYTES,
-                 render_config: RenderConfig | None = None, **choices) -> None:
+                 render_config: RenderConfig | None = None) -> None:
         super().__init__(config, background, loss, render_config, spec)
         config = self.config
         arrays = HostArrays.of(model, adam, spec.statistics if spec else None)
         self.statistics = resolve(arrays.stats)
         self.gpu = Gpu.of(ctx)
         self.ctx, self.pool, self.lib = self.gpu.ctx, self.gpu.pool, self.gpu.lib
-        # The kernels' layout: the adapter's default, or ``layout``, or the default with the
-        # Layout fields in ``choices`` forced (Layout.of).
-        self.layout = layout or Layout.of(self.ctx, **choices)
+        # The kernels' layout: ``layout`` (Layout.of forces fields), or the adapter's default.
+        self.layout = layout or Layout.of(self.ctx)
         # the per-Gaussian state's pages, which every stage binds
         self.arrays = PagedArrays(self.pool, self.ctx.max_binding_bytes)
         self.renderer = GpuRenderer(self.gpu, layout=self.layout, config=self.render_config,
