@@ -105,7 +105,8 @@ class Viewer:
     def _setup_surface(self) -> None:
         from rendercanvas.glfw import get_glfw_present_info  # noqa: PLC0415
 
-        from ..gpu.shaders import load_source, struct_dtype  # noqa: PLC0415
+        from ..gpu.kernels import PRESENT  # noqa: PLC0415
+        from ..gpu.shaders import struct_dtype  # noqa: PLC0415
 
         wgpu = _wgpu()
         device = self.ctx.device
@@ -119,7 +120,7 @@ class Viewer:
         if usages & wgpu.TextureUsage.COPY_SRC:       # screenshots read the presented texture
             self.usage |= wgpu.TextureUsage.COPY_SRC
         self._surface_size = (0, 0)
-        src = load_source("present")
+        src = PRESENT.variant().source()
         module = device.create_shader_module(code=src.code, label="present.wgsl")
         self._slots = {var: b for _, b, _, _, var in src.bindings}
         self._layout = device.create_bind_group_layout(entries=[
