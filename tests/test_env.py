@@ -76,7 +76,7 @@ def test_every_variable_the_package_names_is_declared_and_env_imports_nothing_of
 
 
 def test_the_profile_choices_are_the_runtimes_profiles():
-    from wgsl_splat.gpu.runtime import PROFILE_NAMES
+    from wgsl_splat.gpu.profiles import PROFILE_NAMES
 
     assert env.DEVICE_PROFILE.choices == PROFILE_NAMES
 

@@ -11,7 +11,8 @@ from test_gpu_step import _fit_problem, assert_all_ok, fresh_seed
 
 from wgsl_splat.contract.optim import OptimConfig
 from wgsl_splat.gpu import runtime
-from wgsl_splat.gpu.runtime import PROFILES, ProfileError, create_context, select_device
+from wgsl_splat.gpu.profiles import PROFILES
+from wgsl_splat.gpu.runtime import ProfileError, create_context, select_device
 from wgsl_splat.gpu.step import GpuTrainStep
 from wgsl_splat.reference.step import CpuTrainStep
 from wgsl_splat.tools.gradcheck import compare, make_problem

@@ -123,7 +123,7 @@ DEVICE_MEMORY = EnvVar(
     minimum=64 * KIB, maximum=PIB)
 DEVICE_PROFILE = EnvVar(
     "WGSL_SPLAT_DEVICE_PROFILE", "choice",
-    "expose only the optional features and limits of a platform (gpu/runtime.py PROFILES, "
+    "expose only the optional features and limits of a platform (gpu/profiles.py PROFILES, "
     "docs/portability.md)",
     unset="full: everything the adapter offers",
     choices=("full", "webgpu", "metal-apple7", "dx12"))

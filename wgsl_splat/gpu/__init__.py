@@ -1,7 +1,8 @@
 """The GPU path: WGSL compute shaders driven through wgpu-py.
 
 - :mod:`.runtime`  adapter/device selection (``select_device``), feature and limit detection,
-  GPU errors as :class:`~.runtime.GpuError` subclasses;
+  GPU errors as :class:`~.runtime.GpuError` subclasses; :mod:`.profiles` the device profiles
+  (the platforms' features and limits);
 - :mod:`.shaders`  WGSL loading from ``gpu/shaders/`` with ``#include`` and
   ``{{NAME}}`` substitution, explicit bind group layouts, module and pipeline caches;
 - :mod:`.pool`     named device buffers sized by capacity, cached bind groups, counters;
