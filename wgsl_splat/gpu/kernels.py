@@ -98,7 +98,10 @@ MODES = RENDER_MODES
 
 # -- the forward pipeline (renderer.py) -----------------------------------------------------------
 PROJECT = Kernel("project", MODES, (("project", SH_SETS),))
-EMIT = Kernel("emit", MODES)
+# emit_keys' tile test alone scaled (emit.wgsl): the default, and the tests' perturbations
+EMIT_KEYS_PERTURBED = (0.5, 2.0)
+EMIT = Kernel("emit", MODES, (("emit_keys", ((),) + tuple(
+    (("EMIT_KEYS_Q_SCALE", v),) for v in EMIT_KEYS_PERTURBED)),))
 SCAN = Kernel("scan", MODES)
 RASTER = Kernel("raster", MODES)
 # -- the sorts (sort.py) --------------------------------------------------------------------------

@@ -131,7 +131,7 @@ class GpuRenderer:
     ``isect_ids`` (splat id of each intersection in (tile, depth) order), ``ranges`` (vec2<u32>
     [start, end) per tile), ``image`` (H*W*3 f32), ``last_contrib`` (H*W u32, then the final
     transmittance of each pixel, H*W f32 bits), ``counters`` (u32: total intersections, min(total,
-    capacity), 0, overflow, N), ``filter3d`` (f32 per Gaussian: the antialiased mode's 3D filter;
+    capacity), the pairs emission's passes disagreed on, overflow, N), ``filter3d`` (f32 per Gaussian: the antialiased mode's 3D filter;
     a 256-byte placeholder in the classic mode, which never reads it).
 
     ``config`` (:class:`~wgsl_splat.render_config.RenderConfig`) fixes the render constants and the
@@ -167,6 +167,12 @@ class GpuRenderer:
         self._check_next = True
         self.overflowed = False
         self.last_count: int | None = None
+        #: pairs emission's two passes disagreed on, summed over the renders whose counters were
+        #: read (emit.wgsl: the writes stay in their cells; nonzero means the image lost or
+        #: skipped borderline pairs, never that it read a stale id)
+        self.emission_disagreements = 0
+        #: override constants of emit_keys alone (tests perturb its tile test through it)
+        self.emit_keys_constants: dict = {}
         self.renders = 0
         self.redos = 0
         self._project = kernels.PROJECT.variant(self.config).module(self.lib)
@@ -287,6 +293,7 @@ class GpuRenderer:
         chunks = max(1, min(self.layout.threads, -(-self.num // 16), table_max // tiles))
         self.chunks = chunks if self.num else 0
         self.pool.get("emit_table", 4 * tiles * max(chunks, 1))
+        self.pool.get("emit_remaining", 4 * tiles * max(chunks, 1))   # per cell, its pairs to place
         if self.emit_scan is not None:
             self.emit_scan.configure(tiles * self.chunks)
 
@@ -408,6 +415,8 @@ class GpuRenderer:
             emit_bg = pool.bind_group(self._emit, 0, {"rp": "render_params", "rects": "rects",
                                                       "sorted_ids": sorted_ids,
                                                       "table": "emit_table",
+                                                      "remaining": "emit_remaining",
+                                                      "emit_counters": "counters",
                                                       "isect_ids": "isect_ids",
                                                       **self.splat_bindings()})
             cpass.set_bind_group(0, emit_bg)
@@ -428,7 +437,7 @@ class GpuRenderer:
             block = self._scan.workgroup_size("tile_ranges")[0]
             cpass.dispatch_workgroups(-(-max(self.tiles_x * self.tiles_y, 1) // block))
         if n:
-            cpass.set_pipeline(self._emit.pipeline("emit_keys"))
+            cpass.set_pipeline(self._emit.pipeline("emit_keys", self.emit_keys_constants or None))
             cpass.set_bind_group(0, emit_bg)
             cpass.dispatch_workgroups(*grid_2d(-(-self.chunks // self._emit.workgroup_size("emit_count")[0])))
 
@@ -480,8 +489,9 @@ class GpuRenderer:
             if not check:
                 return None
             data = self.pool.map_staging(img_slot + COUNTERS_BYTES)
-            total = int(np.frombuffer(data, np.uint32, 1, img_slot)[0])
+            total, _, disagreed = (int(v) for v in np.frombuffer(data, np.uint32, 3, img_slot))
             self.last_count = total
+            self.emission_disagreements += disagreed
             self._check_next = False
             self.overflowed = total > self.capacity
             if not self.overflowed:
@@ -515,6 +525,7 @@ class GpuRenderer:
         c = self.pool.read_array("counters", np.uint32, 4)
         total = int(c[0])
         self.last_count = total
+        self.emission_disagreements += int(c[2])
         self._check_next = False
         self.overflowed = total > self.capacity
         if self.overflowed:

@@ -463,6 +463,7 @@ class GpuTrainStep(TrainStep):
         self.max_intersections = max(self.max_intersections, int(totals.max()))
         cap = self.renderer.capacity
         self.overflowed_steps += int(np.sum(totals > cap))
+        self.renderer.emission_disagreements += int(counts[slots, 2].astype(np.int64).sum())
         if totals.max() > 0.9 * cap:   # grow ahead of need: densification keeps adding splats
             self.renderer.ensure_capacity(int(totals.max() * 1.25))
         self._pending = 0

@@ -132,6 +132,7 @@ class Trainer:
         self.loss_first = self.loss_ema = None
         self.empty_loss = self.initial_n = None   # set up with the run (the collapse check)
         self.metrics: dict = {}
+        self._disagreed_logged = 0
         self._lpips: Lpips | None = None
         metrics_path = os.path.join(out_dir, "metrics.json")
         if os.path.exists(metrics_path):
@@ -443,6 +444,13 @@ class Trainer:
             if memory:
                 line += f"; peak device memory {memory / 2**20:.0f} MiB"
             self.log(line, echo=False)
+            disagreed = getattr(getattr(self.step, "renderer", None), "emission_disagreements", 0)
+            if disagreed > self._disagreed_logged:
+                # emit.wgsl: each pair stays in its cell; said once per increase, never silent
+                self.log(f"note: by step {it} the device's two emission passes disagreed on "
+                         f"{disagreed} (tile, splat) pairs (its compiler rounded the tile test "
+                         f"differently in each); the renders kept within what was counted")
+                self._disagreed_logged = disagreed
         if on_step is not None:
             on_step(it, self)
         if progress is not None:

@@ -44,6 +44,10 @@ const SORT_BLOCK: u32 = 1024u;
 // The largest q = dᵀ·conic·d at which a splat of this opacity can still reach ALPHA_MIN, widened by
 // the tile test's margin (reference: projection.tile_q_bound): beyond it α is below ALPHA_MIN by a
 // clear margin. Emission (tile_hit) and the rasteriser's row bands (row_reach) test against it.
+// The id of an intersection slot that emission could not fill (emit.wgsl); splat_at reads it as
+// a splat that covers nothing, and no gradient is ever added at it.
+const NULL_SPLAT: u32 = 0xffffffffu;
+
 fn alpha_q_bound(opacity: f32) -> f32 {
     return 2.0 * log(opacity / ALPHA_MIN) * (1.0 + TILE_TEST_MARGIN) + TILE_TEST_MARGIN;
 }

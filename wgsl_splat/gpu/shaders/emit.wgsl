@@ -15,6 +15,14 @@
 // Within a tile the ids therefore come out by chunk, then by rank inside the chunk: by depth, ties
 // by Gaussian index (the depth sort is stable) -- exactly the reference's order, with no sort of
 // the intersections at all. Each chunk owns its table column, so there are no atomics.
+//
+// The two passes are two pipelines: a compiler that contracts or reorders float math (FMA, Metal's
+// fast math) may decide a borderline pair differently in each (Brush hit exactly this). So
+// emit_count also keeps each cell's count in `remaining`, and emit_keys writes a pair only while
+// its cell has room left (it never leaves the cell's segment of isect_ids), counts every pair it
+// could not place, and at the end fills each slot its cell left empty with NULL_SPLAT (the raster
+// passes read it as a splat that covers nothing) and counts those too: counters[2] is the number of
+// pairs the passes disagreed on, read by the host with the intersection total.
 
 #include "common.wgsl"
 
@@ -25,6 +33,12 @@
 @group(0) @binding(4) var<storage, read_write> isect_ids: array<u32>;
 @group(0) @binding(5) var<storage, read> splats: array<Splat2D>;
 @group(0) @binding(6) var<storage, read> splats_hi: array<Splat2D>;
+@group(0) @binding(7) var<storage, read_write> remaining: array<u32>;   // per cell, as `table`
+@group(0) @binding(8) var<storage, read_write> emit_counters: array<atomic<u32>>;   // counters
+
+// A test perturbs emit_keys' tile test alone with it (tests/test_gpu_emission.py): > 1 makes it
+// emit pairs the count did not see, < 1 drop some; 1 everywhere else.
+override EMIT_KEYS_Q_SCALE: f32 = 1.0;
 
 #include "splat_windows.wgsl"
 
@@ -53,7 +67,7 @@ fn splat_ellipse(g: u32) -> Ellipse {
 
 // Whether the ellipse reaches the pixel centres' rectangle of tile (tx, ty): the least q over the
 // rectangle (reference: projection.tile_min_q, which explains the two edge minima) against q_max.
-fn tile_hit(e: Ellipse, tx: u32, ty: u32) -> bool {
+fn tile_hit(e: Ellipse, tx: u32, ty: u32, q_scale: f32) -> bool {
     let ts = f32(TILE_SIZE);
     let lo = vec2<f32>(f32(tx), f32(ty)) * ts + vec2<f32>(0.5);
     let hi = min(lo + vec2<f32>(ts - 1.0), vec2<f32>(f32(rp.img.x), f32(rp.img.y)) - vec2<f32>(0.5));
@@ -66,7 +80,7 @@ fn tile_hit(e: Ellipse, tx: u32, ty: u32) -> bool {
     let dx2 = clamp(e.mean.x - b * dy / a, lo.x, hi.x) - e.mean.x;
     let q1 = a * dx * dx + 2.0 * b * dx * dy1 + c * dy1 * dy1;
     let q2 = a * dx2 * dx2 + 2.0 * b * dx2 * dy + c * dy * dy;
-    return min(q1, q2) <= e.q_max;
+    return min(q1, q2) <= e.q_max * q_scale;
 }
 
 @compute @workgroup_size(EMIT_WG)
@@ -82,6 +96,7 @@ fn emit_count(@builtin(local_invocation_index) lid: u32,
     let num_tiles = tiles_x * rp.img.w;
     for (var t = 0u; t < num_tiles; t = t + 1u) {
         table[t * nt + c] = 0u;
+        remaining[t * nt + c] = 0u;
     }
     let r = rank_range(c);
     for (var k = r.x; k < r.y; k = k + 1u) {
@@ -93,9 +108,10 @@ fn emit_count(@builtin(local_invocation_index) lid: u32,
         let el = splat_ellipse(g);
         for (var ty = rc.y; ty < rc.w; ty = ty + 1u) {
             for (var tx = rc.x; tx < rc.z; tx = tx + 1u) {
-                if (tile_hit(el, tx, ty)) {
+                if (tile_hit(el, tx, ty, 1.0)) {
                     let e = (ty * tiles_x + tx) * nt + c;
                     table[e] = table[e] + 1u;
+                    remaining[e] = remaining[e] + 1u;
                 }
             }
         }
@@ -123,14 +139,33 @@ fn emit_keys(@builtin(local_invocation_index) lid: u32,
         let el = splat_ellipse(g);
         for (var ty = rc.y; ty < rc.w; ty = ty + 1u) {
             for (var tx = rc.x; tx < rc.z; tx = tx + 1u) {
-                if (tile_hit(el, tx, ty)) {
+                if (tile_hit(el, tx, ty, EMIT_KEYS_Q_SCALE)) {
                     let e = (ty * tiles_x + tx) * nt + c;
+                    let left = remaining[e];
+                    if (left == 0u) {
+                        atomicAdd(&emit_counters[2], 1u);   // a pair the count did not see
+                        continue;
+                    }
+                    remaining[e] = left - 1u;
                     let pos = table[e];
                     table[e] = pos + 1u;
                     if (pos < cap) {
                         isect_ids[pos] = g;
                     }
                 }
+            }
+        }
+    }
+    // Slots the count reserved and no pair filled: a splat that covers nothing, never a stale id.
+    let num_tiles = tiles_x * rp.img.w;
+    for (var t = 0u; t < num_tiles; t = t + 1u) {
+        let e = t * nt + c;
+        let left = remaining[e];
+        if (left != 0u) {
+            atomicAdd(&emit_counters[2], left);
+            let pos = table[e];
+            for (var k = pos; k < min(pos + left, cap); k = k + 1u) {
+                isect_ids[k] = NULL_SPLAT;
             }
         }
     }

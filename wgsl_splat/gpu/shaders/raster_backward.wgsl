@@ -311,7 +311,11 @@ fn rasterize_backward(@builtin(local_invocation_id) lid: vec3<u32>,
                 acc = acc + s_part[base + 32u + countTrailingZeros(m)];
                 m = m & (m - 1u);
             }
-            let dst = s_id[ids_off + pr / 3u] * GRAD_STRIDE + 4u * (pr % 3u);
+            let id = s_id[ids_off + pr / 3u];
+            if (id == NULL_SPLAT) {
+                continue;      // a slot emission could not fill: no Gaussian to add to
+            }
+            let dst = id * GRAD_STRIDE + 4u * (pr % 3u);
             if (acc.x != 0.0) {
                 grad_add(dst, acc.x);
             }

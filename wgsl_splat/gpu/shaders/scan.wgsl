@@ -3,7 +3,8 @@
 //   - every chunk's first output position per tile (consumed by emit_keys),
 //   - ranges[tile] = [start, end) of the tile in the sorted intersection list (clamped to the
 //     capacity), used by rasterisation and the backward pass,
-//   - counters[0] = total intersections, counters[1] = min(total, capacity),
+//   - counters[0] = total intersections, counters[1] = min(total, capacity), counters[2] = 0
+//     (emit_keys counts the pairs its pass and emit_count's disagreed on there),
 //     counters[3] = 1 if total > capacity (the host grows the buffers and renders again).
 
 #include "common.wgsl"

@@ -1,0 +1,74 @@
+"""Emission's two passes (emit_count, emit_keys) are two pipelines, and a compiler that contracts
+or reorders float math may decide a borderline (tile, splat) pair differently in each (issue 33
+item 1). Here emit_keys' tile test alone is perturbed (its override EMIT_KEYS_Q_SCALE: 2 makes it
+see pairs the count did not, 0.5 drop some), in both layouts: the disagreement is counted
+(counters[2], read with the intersection total), no write leaves its (tile, chunk) cell, and a
+slot left empty holds NULL_SPLAT, never a stale id of an earlier render."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from wgsl_splat.gpu.layout import Layout
+from wgsl_splat.gpu.renderer import GpuRenderer
+from wgsl_splat.tools.random_scene import random_scene
+
+LAYOUTS = {
+    "cpu layout": dict(threads=256, parallel_scan=False),
+    "gpu layout": dict(threads=16384, parallel_scan=True, raster_rows=4),
+}
+NULL_SPLAT = 0xFFFFFFFF
+POISON = 0xDEADBEEF
+
+
+def chunk_of_slots(state: dict, chunks: int) -> np.ndarray:
+    """For every slot of the intersection list, the emission chunk (thread) whose cell it lies
+    in according to the ids written there: the chunk that owns the id's depth rank."""
+    order = state["depth_sorted_ids"].astype(np.int64)
+    n = len(order)
+    rank = np.empty(n, np.int64)
+    rank[order] = np.arange(n)
+    items = -(-n // chunks)
+    ids = state["isect_ids"]
+    out = np.full(len(ids), -1, np.int64)
+    real = ids < n
+    out[real] = rank[ids[real]] // items
+    return out
+
+
+def render_state(r: GpuRenderer, model, cam, constants: dict):
+    r.emit_keys_constants = constants
+    r.upload_model(model)
+    r.render(cam, (0.0, 0.0, 0.0), readback=False)          # sizes the capacity
+    r.pool.write("isect_ids", np.full(r.capacity, POISON, np.uint32))
+    before = r.emission_disagreements
+    image = r.render(cam, (0.0, 0.0, 0.0))
+    return image, r.read_raster_state(), r.emission_disagreements - before
+
+
+@pytest.mark.parametrize("layout", sorted(LAYOUTS))
+def test_a_disagreeing_emission_is_counted_and_stays_in_its_cells(gpu_ctx, layout):
+    seed = int(np.random.SeedSequence().entropy % (1 << 32))
+    model, cam = random_scene(np.random.default_rng(seed), 400, 96, 80, dtype=np.float32)
+    r = GpuRenderer(gpu_ctx, layout=Layout.of(gpu_ctx, **LAYOUTS[layout]))
+    image, clean, disagreed = render_state(r, model, cam, {})
+    assert disagreed == 0, f"seed {seed}: unperturbed emission disagreed on {disagreed} pairs"
+    assert np.all(clean["isect_ids"] < len(model)), f"seed {seed}: an unwritten slot"
+    cells = chunk_of_slots(clean, r.chunks)
+    for scale in (2.0, 0.5):
+        _, got, disagreed = render_state(r, model, cam, {"EMIT_KEYS_Q_SCALE": scale})
+        assert disagreed > 0, f"seed {seed}, scale {scale}: the disagreement went unnoticed"
+        assert np.array_equal(got["ranges"], clean["ranges"]), f"seed {seed}, scale {scale}"
+        ids = got["isect_ids"]
+        assert not np.any(ids == POISON), f"seed {seed}, scale {scale}: a slot left unwritten"
+        written = ids != NULL_SPLAT
+        assert np.array_equal(chunk_of_slots(got, r.chunks)[written], cells[written]), \
+            f"seed {seed}, scale {scale}: a write left its (tile, chunk) cell"
+        if scale < 1.0:   # every pair not placed is a NULL slot, counted
+            assert (~written).sum() == disagreed, f"seed {seed}"
+        else:             # every slot the count reserved is filled
+            assert written.all(), f"seed {seed}"
+    r.emit_keys_constants = {}
+    again = r.render(cam, (0.0, 0.0, 0.0))
+    assert np.array_equal(again, image), f"seed {seed}: the perturbation outlived its render"
