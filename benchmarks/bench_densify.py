@@ -19,11 +19,12 @@ import time
 import numpy as np
 
 from wgsl_splat.contract.optim import OptimConfig
-from wgsl_splat.contract.state import ADC_STATS, ADCRound, HostArrays
+from wgsl_splat.contract.state import HostArrays
 from wgsl_splat.gpu.runtime import select_device
 from wgsl_splat.gpu.step import GpuTrainStep
 from wgsl_splat.model import GaussianModel
-from wgsl_splat.reference import rows
+from wgsl_splat.reference.state import HostState
+from wgsl_splat.strategy.adc import ADC_STATS, ADCRound, adc_round
 
 
 def make_arrays(n: int, rng, stats=ADC_STATS) -> HostArrays:
@@ -64,21 +65,17 @@ def main() -> None:
             def sync():
                 step.pool.read("counters", 4)      # a blocking read waits for the queue
 
+            def mcmc_round(s):
+                s.relocate(0.005, 3)
+                s.sample_add(int(0.05 * s.n), 0.005, 4)
+
             def device():
-                if strategy == "adc":
-                    state.densify_adc(rnd)
-                else:
-                    state.relocate(0.005, 3)
-                    state.add_by_opacity(int(0.05 * state.n), 0.005, 4)
+                adc_round(state, rnd) if strategy == "adc" else mcmc_round(state)
 
             def host():
-                a = state.download()
-                if strategy == "adc":
-                    a, _ = rows.densify_adc(a, rnd)
-                else:
-                    a, _ = rows.relocate(a, 0.005, 3)
-                    a, _ = rows.add_by_opacity(a, int(0.05 * len(a)), 0.005, 4)
-                state.upload(a)
+                host_state = HostState(state.download())
+                adc_round(host_state, rnd) if strategy == "adc" else mcmc_round(host_state)
+                state.upload(host_state.arrays)
 
             times = {}
             for name, fn in (("device", device), ("host round trip", host)):
