@@ -54,16 +54,39 @@ def lego_dir(request) -> Path:
     return real_scene(request.config, "lego")
 
 
+GPU_FIXTURES = {"gpu_ctx", "small_ctx"}
+
+
+def numpy_side_only(config) -> bool:
+    """``pytest -m "not gpu"``: the run is the NumPy side alone."""
+    return "not gpu" in (config.getoption("-m") or "")
+
+
 def pytest_configure(config):
     """Record every shader variant the tests create (tests/test_portability.py checks that the
-    portability tour covers them all)."""
+    portability tour covers them all). Under ``-m "not gpu"`` no adapter may be opened: a test
+    that reaches the GPU path without the ``gpu`` mark (or a GPU fixture) fails instead of
+    passing for the wrong reason, and ``--device auto`` falls back to the NumPy path."""
+    from wgsl_splat.gpu import runtime
     from wgsl_splat.gpu.shaders import start_recording
 
     config.addinivalue_line("markers", "last: runs after every other test of the session")
     config.wgsl_variants = start_recording()
+    if numpy_side_only(config):
+        # subprocesses (the CLI, mpirun) see no Vulkan driver either
+        os.environ["VK_ICD_FILENAMES"] = os.environ["VK_DRIVER_FILES"] = os.devnull
+
+        def no_adapter(*args, **kwargs):
+            raise runtime.GpuError("pytest -m 'not gpu' runs the NumPy side alone: mark a test "
+                                   "that needs an adapter with @pytest.mark.gpu")
+        for name in ("select_device", "create_context", "open_devices"):
+            setattr(runtime, name, no_adapter)
 
 
 def pytest_collection_modifyitems(config, items):
+    for item in items:   # a test that takes a GPU fixture needs the GPU
+        if GPU_FIXTURES & set(getattr(item, "fixturenames", ())):
+            item.add_marker(pytest.mark.gpu)
     items.sort(key=lambda item: item.get_closest_marker("last") is not None)   # stable
 
 

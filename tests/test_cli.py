@@ -57,6 +57,7 @@ def test_bad_ply_is_a_clear_error(tmp_path):
     assert result.output.count(str(bad)) == 1, result.output   # the path once, not repeated
 
 
+@pytest.mark.gpu
 def test_gradcheck_command_passes_and_fails_loudly():
     from click.testing import CliRunner
 
@@ -74,6 +75,7 @@ def test_gradcheck_command_passes_and_fails_loudly():
     assert res.exit_code == 1 and "FAIL" in res.output
 
 
+@pytest.mark.gpu
 def test_bench_command_reports_both_paths_and_writes_json(tmp_path):
     import json
 
@@ -254,7 +256,7 @@ def test_render_refuses_two_cameras_writing_one_file(tmp_path):
         assert not out.exists()
 
 
-@pytest.mark.parametrize("device", ["cpu", "gpu"])
+@pytest.mark.parametrize("device", ["cpu", pytest.param("gpu", marks=pytest.mark.gpu)])
 def test_render_refuses_a_huge_camera_in_one_line_on_both_paths(tmp_path, device):
     """100 000 x 100 000 pixels: the NumPy path died of a 112 GiB allocation; both paths refuse it
     with the same rule, before anything is rendered or written."""

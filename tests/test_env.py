@@ -81,6 +81,7 @@ def test_the_profile_choices_are_the_runtimes_profiles():
     assert env.DEVICE_PROFILE.choices == PROFILE_NAMES
 
 
+@pytest.mark.gpu
 @pytest.mark.parametrize("var", SIZES, ids=lambda v: v.name)
 @pytest.mark.parametrize("text", ["nan", "inf", "-1", "garbage", "1K"])
 def test_train_with_a_bad_size_is_one_line_naming_the_variable(tmp_path, monkeypatch, var, text):

@@ -357,6 +357,7 @@ def test_the_fast_preset_is_the_strategys_schedule():
 
 # -- quality ----------------------------------------------------------------------------------------
 
+@pytest.mark.gpu
 @pytest.mark.slow
 def test_lego_short_fast_run_reaches_its_measured_quality(tmp_path, lego_dir):
     """The ADC lego test's run (test_trainer_gpu.py: -r 16, the smoke schedule, the GPU path, the

@@ -16,6 +16,8 @@ from wgsl_splat.gpu.runtime import (
 )
 from wgsl_splat.gpu.shaders import SHADER_DIR, ShaderLibrary, load_source
 
+pytestmark = pytest.mark.gpu   # every test here needs an adapter
+
 
 def test_context_reports_adapter_and_features(gpu_ctx):
     assert gpu_ctx.name and gpu_ctx.backend

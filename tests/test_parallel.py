@@ -124,6 +124,7 @@ def test_the_replicated_state_runs_each_operation_on_every_replica():
         state.relocate(0.005, 13)
 
 
+@pytest.mark.gpu
 def test_device_errors_are_one_line(tmp_path):
     r = CliRunner().invoke(main, ["train", "--devices", "7", "--batch-size", "2", "--preset", "smoke",
                                   "--out", str(tmp_path / "a")])
@@ -151,6 +152,7 @@ def test_distributed_without_mpi_is_one_line(tmp_path):
     assert "Traceback" not in r.stderr
 
 
+@pytest.mark.gpu
 def test_mpirun_two_ranks_equal_the_one_process_run(tmp_path):
     """mpirun -n 2 on localhost: both ranks hold the same model (hash compared), equal to two
     devices in one process (no densification in these 10 steps: equal to float32 noise)."""

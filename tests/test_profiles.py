@@ -17,6 +17,8 @@ from wgsl_splat.gpu.step import GpuTrainStep
 from wgsl_splat.reference.step import CpuTrainStep
 from wgsl_splat.tools.gradcheck import compare, make_problem
 
+pytestmark = pytest.mark.gpu   # every test here needs an adapter
+
 NAMES = ("webgpu", "metal-apple7", "dx12")
 
 

@@ -23,6 +23,8 @@ from wgsl_splat.render_config import render_config
 from wgsl_splat.tools.gradcheck import compare, make_problem
 from wgsl_splat.tools.random_scene import filter_cameras
 
+pytestmark = pytest.mark.gpu   # every test here needs an adapter
+
 VECTOR_WIDTH = {4: "128", 8: "256", 16: "512"}
 EXPECT = "WGSL_SPLAT_EXPECT_SUBGROUP_LANES"
 

@@ -15,6 +15,8 @@ from wgsl_splat.app.cli import main
 from wgsl_splat.data.ply import load_ply
 from wgsl_splat.gpu.step import GpuTrainStep
 
+pytestmark = pytest.mark.gpu   # every test here needs an adapter
+
 
 @pytest.fixture
 def gpu_factory(gpu_ctx):

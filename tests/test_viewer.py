@@ -175,6 +175,7 @@ def test_view_without_display_is_a_clear_error(tmp_path, scene):
     assert "no display" in res.stderr and "Traceback" not in res.stderr
 
 
+@pytest.mark.gpu
 def test_train_preview_without_display_warns_and_trains(tmp_path, monkeypatch):
     monkeypatch.delenv("DISPLAY", raising=False)
     monkeypatch.delenv("WAYLAND_DISPLAY", raising=False)
