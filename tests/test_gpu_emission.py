@@ -72,3 +72,32 @@ def test_a_disagreeing_emission_is_counted_and_stays_in_its_cells(gpu_ctx, layou
     r.emit_keys_constants = {}
     again = r.render(cam, (0.0, 0.0, 0.0))
     assert np.array_equal(again, image), f"seed {seed}: the perturbation outlived its render"
+
+
+@pytest.mark.parametrize("layout", sorted(LAYOUTS))
+def test_counts_past_2_32_are_flagged_and_no_range_runs_backwards(gpu_ctx, layout):
+    """Issue 33 item 3 in the renderer's own scan, both layouts: (tile, chunk) counts that sum past
+    2^32 - 1 (a huge view of huge early splats) give a total that says overflow, and every tile
+    range has start <= end (a wrapped sum gave a tile a start past its end: ~2^32 batches)."""
+    seed = int(np.random.SeedSequence().entropy % (1 << 32))
+    rng = np.random.default_rng(seed)
+    model, cam = random_scene(rng, 400, 96, 80, dtype=np.float32)
+    r = GpuRenderer(gpu_ctx, layout=Layout.of(gpu_ctx, **LAYOUTS[layout]))
+    r.upload_model(model)
+    r.render(cam, (0.0, 0.0, 0.0))                    # the table, ranges and parameters exist
+    cells = r.tiles_x * r.tiles_y * r.chunks
+    counts = rng.integers(0, 1 << 30, cells, dtype=np.uint64)
+    r.pool.write("emit_table", counts.astype(np.uint32))
+    with gpu_ctx.guard("scan"):
+        enc = gpu_ctx.device.create_command_encoder()
+        cpass = enc.begin_compute_pass()
+        r._encode_scan(cpass)
+        cpass.end()
+        gpu_ctx.queue.submit([enc.finish()])
+    total, clipped, _, overflow = r.pool.read_array("counters", np.uint32, 4).astype(np.uint64)
+    assert counts.sum() > np.iinfo(np.uint32).max, f"seed {seed}: the counts must overflow"
+    assert total == np.iinfo(np.uint32).max and overflow == 1, f"seed {seed}: {total}, {overflow}"
+    assert clipped == r.capacity, f"seed {seed}"
+    ranges = r.pool.read_array("ranges", np.uint32, 2 * r.tiles_x * r.tiles_y).reshape(-1, 2)
+    assert np.all(ranges[:, 0] <= ranges[:, 1]), f"seed {seed}: a range runs backwards"
+    assert np.all(np.diff(ranges[:, 0].astype(np.int64)) >= 0), f"seed {seed}"

@@ -422,10 +422,19 @@ class GpuRenderer:
             cpass.set_bind_group(0, emit_bg)
             cpass.set_pipeline(self._emit.pipeline("emit_count"))
             cpass.dispatch_workgroups(*grid_2d(-(-self.chunks // self._emit.workgroup_size("emit_count")[0])))
+        self._encode_scan(cpass)
+        if n:
+            cpass.set_pipeline(self._emit.pipeline("emit_keys", self.emit_keys_constants or None))
+            cpass.set_bind_group(0, emit_bg)
+            cpass.dispatch_workgroups(*grid_2d(-(-self.chunks // self._emit.workgroup_size("emit_count")[0])))
+
+    def _encode_scan(self, cpass) -> None:
+        """The counts' prefix sum in place, the tile ranges and the counters (scan.wgsl; on GPUs
+        prefix.wgsl first)."""
         sums = self.emit_scan.sums if self.emit_scan is not None else "no_scan_sums"
-        scan_bg = pool.bind_group(self._scan, 0, {"rp": "render_params", "table": "emit_table",
-                                                  "ranges": "ranges", "counters": "counters",
-                                                  "scan_sums": sums})
+        scan_bg = self.pool.bind_group(self._scan, 0, {"rp": "render_params", "table": "emit_table",
+                                                       "ranges": "ranges", "counters": "counters",
+                                                       "scan_sums": sums})
         if self.emit_scan is None:
             cpass.set_pipeline(self._scan.pipeline("scan_counts"))
             cpass.set_bind_group(0, scan_bg)
@@ -436,10 +445,6 @@ class GpuRenderer:
             cpass.set_bind_group(0, scan_bg)
             block = self._scan.workgroup_size("tile_ranges")[0]
             cpass.dispatch_workgroups(-(-max(self.tiles_x * self.tiles_y, 1) // block))
-        if n:
-            cpass.set_pipeline(self._emit.pipeline("emit_keys", self.emit_keys_constants or None))
-            cpass.set_bind_group(0, emit_bg)
-            cpass.dispatch_workgroups(*grid_2d(-(-self.chunks // self._emit.workgroup_size("emit_count")[0])))
 
     def _encode_raster(self, cpass) -> None:
         cpass.set_pipeline(self._raster.pipeline("rasterize"))
