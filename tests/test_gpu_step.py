@@ -231,7 +231,8 @@ def test_200_step_fit_reaches_the_same_loss_on_both_paths(gpu_ctx):
     # convergence (once 6.5% of a final loss of 0.002), hence bounds on both scales.
     gap = abs(lg[-1] - lc[-1])
     assert gap <= 0.01 * lc[0] and gap <= 0.1 * lc[-1], f"seed {seed}: final losses {lg[-1]} vs {lc[-1]}"
-    np.testing.assert_allclose(gpu.get_model().means, cpu.get_model().means, atol=2e-3)
+    np.testing.assert_allclose(gpu.get_model().means, cpu.get_model().means, atol=2e-3,
+                               err_msg=f"seed {seed}")
 
 
 def test_one_step_equals_cpu_step_with_statistics(gpu_ctx):

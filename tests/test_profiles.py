@@ -90,7 +90,8 @@ def test_short_fit_matches_the_reference_under_profile(profiled):
     assert abs(lg[0] - lc[0]) <= 1e-5 * lc[0], f"seed {seed}: first losses {lg[0]} vs {lc[0]}"
     gap = abs(lg[-1] - lc[-1])
     assert gap <= 0.01 * lc[0] and gap <= 0.1 * lc[-1], f"seed {seed}: {lg[-1]} vs {lc[-1]}"
-    np.testing.assert_allclose(gpu.get_model().means, cpu.get_model().means, atol=2e-3)
+    np.testing.assert_allclose(gpu.get_model().means, cpu.get_model().means, atol=2e-3,
+                               err_msg=f"seed {seed}")
 
 
 def test_bench_reports_what_it_cannot_time(gpu_ctx):
