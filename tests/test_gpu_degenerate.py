@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from test_gpu_emission import LAYOUTS
 
 from wgsl_splat.gpu.layout import Layout
 from wgsl_splat.gpu.renderer import GpuRenderer
@@ -16,11 +17,6 @@ from wgsl_splat.model import GaussianModel
 from wgsl_splat.reference import render
 from wgsl_splat.reference.projection import valid_rows
 from wgsl_splat.tools.random_scene import random_scene
-
-LAYOUTS = {
-    "cpu layout": dict(threads=256, parallel_scan=False),
-    "gpu layout": dict(threads=16384, parallel_scan=True, raster_rows=4),
-}
 
 
 def degenerate_copies(model: GaussianModel, rng) -> GaussianModel:
@@ -39,12 +35,6 @@ def degenerate_copies(model: GaussianModel, rng) -> GaussianModel:
     return bad
 
 
-def concat(a: GaussianModel, b: GaussianModel) -> GaussianModel:
-    return GaussianModel(*(np.concatenate([x, y]) for x, y in zip(
-        (a.means, a.log_scales, a.quats, a.opacity_logits, a.sh),
-        (b.means, b.log_scales, b.quats, b.opacity_logits, b.sh))))
-
-
 @pytest.mark.parametrize("layout", sorted(LAYOUTS))
 def test_degenerate_gaussians_are_culled_and_change_no_pixel(gpu_ctx, layout):
     seed = int(np.random.SeedSequence().entropy % (1 << 32))
@@ -52,7 +42,7 @@ def test_degenerate_gaussians_are_culled_and_change_no_pixel(gpu_ctx, layout):
     clean, cam = random_scene(rng, 300, 70, 50, dtype=np.float32)
     clean.opacity_logits[:] = np.maximum(clean.opacity_logits, 0.0)   # every copy would draw
     bad = degenerate_copies(clean, rng)
-    model = concat(clean, bad).astype(np.float32)
+    model = GaussianModel.concatenate([clean, bad]).astype(np.float32)
     broken = np.arange(len(clean), len(model))
     assert not valid_rows(model)[broken].any() and valid_rows(model)[:len(clean)].all()
 

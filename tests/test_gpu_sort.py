@@ -79,6 +79,15 @@ def test_radix_sort_with_parallel_scan_matches_stable_argsort(gpu_ctx, lib_pool,
     assert np.array_equal(out_v, vals[order]), f"stability broken (seed {seed})"
 
 
+def run_scan(gpu_ctx, scan: PrefixScan, data: str) -> None:
+    with gpu_ctx.guard("prefix scan"):
+        enc = gpu_ctx.device.create_command_encoder()
+        cpass = enc.begin_compute_pass()
+        scan.encode(cpass, data)
+        cpass.end()
+        gpu_ctx.queue.submit([enc.finish()])
+
+
 @pytest.mark.parametrize("length", [0, 1, 255, 1023, 1024, 1025, 300_001])
 def test_prefix_scan_matches_cumsum(gpu_ctx, lib_pool, length):
     rng, seed = _fresh_rng()
@@ -88,12 +97,7 @@ def test_prefix_scan_matches_cumsum(gpu_ctx, lib_pool, length):
     scan.configure(length)
     pool.get("test_prefix_data", max(4 * len(data), 4))
     pool.write("test_prefix_data", data)
-    with gpu_ctx.guard("prefix scan"):
-        enc = gpu_ctx.device.create_command_encoder()
-        cpass = enc.begin_compute_pass()
-        scan.encode(cpass, "test_prefix_data")
-        cpass.end()
-        gpu_ctx.queue.submit([enc.finish()])
+    run_scan(gpu_ctx, scan, "test_prefix_data")
     out = pool.read_array("test_prefix_data", np.uint32, len(data))
     expect = np.concatenate([np.cumsum(data[:length]) - data[:length], data[length:]])
     assert np.array_equal(out, expect.astype(np.uint32)), f"seed {seed}"
@@ -115,12 +119,7 @@ def test_prefix_scan_saturates_instead_of_wrapping(gpu_ctx, lib_pool, length):
     scan.configure(length)
     pool.get("test_prefix_sat_data", 4 * length)
     pool.write("test_prefix_sat_data", data.astype(np.uint32))
-    with gpu_ctx.guard("prefix scan"):
-        enc = gpu_ctx.device.create_command_encoder()
-        cpass = enc.begin_compute_pass()
-        scan.encode(cpass, "test_prefix_sat_data")
-        cpass.end()
-        gpu_ctx.queue.submit([enc.finish()])
+    run_scan(gpu_ctx, scan, "test_prefix_sat_data")
     out = pool.read_array("test_prefix_sat_data", np.uint32, length).astype(np.uint64)
     expect = np.minimum(np.cumsum(data) - data, u32_max)
     assert np.array_equal(out, expect), f"seed {seed}"

@@ -232,6 +232,7 @@ class TrainStep(ABC):
 
     @property
     def counters(self) -> dict:
-        """Resource counters (the GPU path: buffers, bind groups, read-backs, peak memory)."""
+        """Resource counters (the GPU path: buffers, bind groups, read-backs, peak memory, the
+        pairs its emission passes disagreed on)."""
         return {}
 

@@ -529,8 +529,7 @@ class GpuRenderer:
         """
         c = self.pool.read_array("counters", np.uint32, 4)
         total = int(c[0])
-        self.last_count = total
-        self.emission_disagreements += int(c[2])
+        self.last_count = total   # (its disagreements were counted by whoever read it first)
         self._check_next = False
         self.overflowed = total > self.capacity
         if self.overflowed:

@@ -210,7 +210,8 @@ class GpuTrainStep(TrainStep):
 
     @property
     def counters(self) -> dict:
-        return self.pool.counters()
+        return dict(self.pool.counters(),
+                    emission_disagreements=self.renderer.emission_disagreements)
 
     # -- the antialiased mode's 3D filter -----------------------------------------------------------
     def set_filter_cameras(self, cameras: list[Camera]) -> None:

@@ -444,7 +444,7 @@ class Trainer:
             if memory:
                 line += f"; peak device memory {memory / 2**20:.0f} MiB"
             self.log(line, echo=False)
-            disagreed = getattr(getattr(self.step, "renderer", None), "emission_disagreements", 0)
+            disagreed = self.step.counters.get("emission_disagreements", 0)
             if disagreed > self._disagreed_logged:
                 # emit.wgsl: each pair stays in its cell; said once per increase, never silent
                 self.log(f"note: by step {it} the device's two emission passes disagreed on "

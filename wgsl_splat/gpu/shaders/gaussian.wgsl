@@ -43,14 +43,14 @@ fn any_nonfinite3(v: vec3<f32>) -> bool {
     return nonfinite(v.x) || nonfinite(v.y) || nonfinite(v.z);
 }
 
-// Whether Gaussian i's parameters describe a Gaussian at all: mean, log-scales, quaternion and
-// opacity logit finite, the quaternion not zero (reference: projection.valid_rows). Tested on the
-// words loaded from memory; an invalid one is culled, never rasterised.
-fn gaussian_valid(i: u32) -> bool {
+// Whether Gaussian i (``mean``: its mean as loaded) describes a Gaussian at all: mean, log-scales,
+// quaternion and opacity logit finite, the quaternion not zero (reference: projection.valid_rows).
+// Tested on the words loaded from memory; an invalid one is culled, never rasterised.
+fn gaussian_valid(i: u32, mean: vec3<f32>) -> bool {
     let q = param_vec4(rp.offs.y + 4u * i);
     let qbits = (bitcast<u32>(q.x) | bitcast<u32>(q.y) | bitcast<u32>(q.z) | bitcast<u32>(q.w))
                 & 0x7fffffffu;
-    return !any_nonfinite3(gaussian_mean(i)) && !any_nonfinite3(param_vec3(rp.offs.x + 3u * i))
+    return !any_nonfinite3(mean) && !any_nonfinite3(param_vec3(rp.offs.x + 3u * i))
         && !any_nonfinite3(q.xyz) && !nonfinite(q.w) && qbits != 0u
         && !nonfinite(params[rp.offs.z + i]);
 }

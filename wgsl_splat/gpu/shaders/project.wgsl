@@ -75,7 +75,7 @@ fn project(@builtin(local_invocation_index) lid: u32,
     var radius = 0.0;
     // Every float compare below sees finite values only (gaussian.wgsl, nonfinite): a degenerate
     // Gaussian is culled here, and a garbage rectangle can never reach emission.
-    if (gaussian_valid(i) && !nonfinite(t.z) && t.z >= NEAR_PLANE) {
+    if (gaussian_valid(i, mean) && !nonfinite(t.z) && t.z >= NEAR_PLANE) {
         let e = ewa_terms(i, t);
         let ca = e.cov.x;
         let cb = e.cov.y;
