@@ -380,27 +380,26 @@ def test_row_bands_change_no_pixel(gpu_ctx, rows):
 
 @pytest.mark.parametrize("size,n", [((70, 50), 300), ((33, 129), 1000), ((16, 16), 1)])
 def test_gpu_layout_with_parallel_scans(gpu_ctx, size, n):
-    """The GPU layout (multi-workgroup scans, 16384 sort/emission threads, 4 rows per thread) on
-    whatever adapter runs the tests, including an empty-ish scene."""
+    """The GPU layout (multi-workgroup scans, 16384 sort threads, per-splat emission, 4 rows per
+    thread) on whatever adapter runs the tests, including an empty-ish scene."""
     seed = fresh_seed()
     rng = np.random.default_rng(seed)
     model, cam = random_scene(rng, n, *size, dtype=np.float32)
-    r = GpuRenderer(gpu_ctx, layout=Layout.of(gpu_ctx, threads=16384, parallel_scan=True,
-                                                   raster_rows=4))
+    r = GpuRenderer(gpu_ctx, layout=Layout.of(gpu_ctx, "gpu"))
     compare(r, model, cam, (0.1, 0.0, 0.2), seed=seed)
 
 
 def test_gpu_layout_more_than_65535_intersections(gpu_ctx):
     seed = fresh_seed()
     model, cam = many_intersections_scene(np.random.default_rng(seed))
-    r = GpuRenderer(gpu_ctx, layout=Layout.of(gpu_ctx, threads=16384, parallel_scan=True),
+    r = GpuRenderer(gpu_ctx, layout=Layout.of(gpu_ctx, "gpu"),
                     initial_capacity=1024)
     compare(r, model, cam, (0.0, 0.0, 0.0), seed=seed)
     assert r.last_count > 65535 and r.redos >= 1
 
 
 def test_gpu_layout_empty_model(gpu_ctx):
-    r = GpuRenderer(gpu_ctx, layout=Layout.of(gpu_ctx, parallel_scan=True))
+    r = GpuRenderer(gpu_ctx, layout=Layout.of(gpu_ctx, "gpu"))
     r.upload_model(GaussianModel.empty(sh_degree=1))
     cam = _front_camera()
     img = r.render(cam, (0.25, 0.5, 0.75))

@@ -73,7 +73,7 @@ def test_radix_sort_with_parallel_scan_matches_stable_argsort(gpu_ctx, lib_pool,
     keys = _adversarial_keys(kind, n, rng)
     vals = rng.permutation(n).astype(np.uint32)
     out_k, out_v = radix_sort_pairs(gpu_ctx, keys, vals, 32, lib=lib, pool=pool,
-                                    layout=Layout.of(gpu_ctx, threads=16384, parallel_scan=True))
+                                    layout=Layout.of(gpu_ctx, "gpu"))
     order = np.argsort(keys, kind="stable")
     assert np.array_equal(out_k, keys[order]), f"seed {seed}"
     assert np.array_equal(out_v, vals[order]), f"stability broken (seed {seed})"

@@ -78,7 +78,7 @@ def test_discrete_gpu_layout_matches_reference(gpu_ctx, rows):
     seed = fresh_seed()
     model, cam, target = make_problem(seed, 400, 90, 70)
     step = GpuTrainStep(gpu_ctx, model, OptimConfig(), layout=Layout.of(
-        gpu_ctx, raster_rows=rows, threads=16384, parallel_scan=True, loss_variant="tiled"))
+        gpu_ctx, "gpu", raster_rows=rows))
     assert step.backward.batch == {4: 4, 8: 8}[rows]
     assert_all_ok(compare(step, model, cam, target), f"seed {seed} rows {rows}")
 

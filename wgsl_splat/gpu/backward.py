@@ -229,7 +229,7 @@ class GpuBackward:
         r = self.renderer
         cpass.set_pipeline(self._raster.pipeline("rasterize_backward"))
         cpass.set_bind_group(0, self.pool.bind_group(self._raster, 0, {
-            "rp": "render_params", **r.splat_bindings(), "isect_ids": "isect_ids",
+            "rp": "render_params", **r.splat_bindings(), "isect_ids": r.isect_ids,
             "ranges": "ranges", "last_contrib": "last_contrib",
             "grad_image": grad_image, **r.splat_bindings("grad2d")}))
         cpass.dispatch_workgroups(r.tiles_x, r.tiles_y)

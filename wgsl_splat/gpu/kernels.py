@@ -103,6 +103,9 @@ EMIT_KEYS_PERTURBED = (0.5, 2.0)
 EMIT = Kernel("emit", MODES, (("emit_keys", ((),) + tuple(
     (("EMIT_KEYS_Q_SCALE", v),) for v in EMIT_KEYS_PERTURBED)),))
 SCAN = Kernel("scan", MODES)
+EMIT_SPLATS = Kernel("emit_splats", MODES, (("write_pairs", ((),) + tuple(
+    (("EMIT_KEYS_Q_SCALE", v),) for v in EMIT_KEYS_PERTURBED)),))
+SORTED_RANGES = Kernel("sorted_ranges", MODES)
 RASTER = Kernel("raster", MODES)
 # -- the sorts (sort.py) --------------------------------------------------------------------------
 RADIX = Kernel("radix")
@@ -196,13 +199,15 @@ def declared_variants(statistics_sets=(STANDARD, ())) -> list[tuple[KernelVarian
 
     out = []
     configs = {mode: render_config(mode) for mode in RENDER_MODES}
-    for kernel in (PROJECT, EMIT, SCAN, PREFIX, BITONIC, LOSS_TERMS, ADAM, APPEARANCE, POSE,
-                   OBSERVE, FILTER3D, STATE_ROWS, OPACITY_RESET, RELOCATION, LIMITS, PRESENT):
+    for kernel in (PROJECT, EMIT, SCAN, EMIT_SPLATS, SORTED_RANGES, PREFIX, BITONIC, LOSS_TERMS,
+                   ADAM, APPEARANCE, POSE, OBSERVE, FILTER3D, STATE_ROWS, OPACITY_RESET, RELOCATION,
+                   LIMITS, PRESENT):
         out += [(kernel.variant(configs[mode]), True) for mode in kernel.modes]
     out += [(radix(bits), True) for bits in RADIX_BITS]
     out += [(loss(variant), True) for variant in ("tiled", "lines")]
     base = Layout(raster_rows=16, raster_cols=2, raster_skip=False, threads=256,
-                  parallel_scan=False, loss_variant="lines", float_atomics=False, subgroups=False)
+                  parallel_scan=False, loss_variant="lines", float_atomics=False, subgroups=False,
+                  emission="table")
     terms = [list(chosen) for k in range(len(PARAM_TERMS) + 1)
              for chosen in itertools.combinations(PARAM_TERMS, k)]
     for config in configs.values():

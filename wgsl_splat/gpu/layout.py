@@ -20,6 +20,12 @@ RASTER_COLS = (1, 2)
 #: layout, its one-column twin, and the 8- and 4-row GPU layouts
 RASTER_SHAPES = ((16, 2), (16, 1), (8, 1), (4, 1))
 LOSS_VARIANTS = ("tiled", "lines")
+#: the adapter kinds whose defaults Layout.of derives (a CPU driver such as lavapipe, or a GPU)
+KINDS = ("cpu", "gpu")
+#: how the (tile, splat) pairs are emitted (renderer.py): "table", one thread per chunk of
+#: depth-sorted splats counting into a (tile, chunk) table (emit.wgsl; no sort of the pairs), or
+#: "splats", one thread per splat, then a stable radix sort of the pairs by tile (emit_splats.wgsl)
+EMISSIONS = ("table", "splats")
 
 
 @dataclass(frozen=True)
@@ -34,6 +40,7 @@ class Layout:
     loss_variant: str      # "tiled" (workgroup memory) or "lines" (one thread per image line)
     float_atomics: bool    # raster backward's hardware float atomics, else a CAS loop
     subgroups: bool        # raster backward's subgroup reduction, else through workgroup memory
+    emission: str          # EMISSIONS: the pairs' emission
 
     def __post_init__(self) -> None:
         if self.raster_rows not in RASTER_ROWS:
@@ -43,19 +50,25 @@ class Layout:
         if self.loss_variant not in LOSS_VARIANTS:
             raise ValueError(f"loss_variant must be one of {LOSS_VARIANTS}, got "
                              f"{self.loss_variant!r}")
+        if self.emission not in EMISSIONS:
+            raise ValueError(f"emission must be one of {EMISSIONS}, got {self.emission!r}")
         if int(self.threads) < 1:
             raise ValueError(f"threads must be positive, got {self.threads}")
 
     @classmethod
-    def of(cls, ctx, **choices) -> "Layout":
+    def of(cls, ctx, kind: str | None = None, **choices) -> "Layout":
         """The layout for adapter ``ctx``: its default, with ``choices`` (field names; None keeps
         the default) forced. A dependent default follows the forced value it depends on (the
-        columns follow the rows)."""
+        columns follow the rows). ``kind`` ("cpu" or "gpu", :data:`KINDS`): the defaults of that
+        kind of adapter instead of ``ctx``'s own (its optional features still ``ctx``'s), so the
+        GPU layout runs and is measured on lavapipe."""
         unknown = set(choices) - {f.name for f in fields(cls)}
         if unknown:
             raise TypeError(f"Layout has no field {', '.join(sorted(unknown))}")
+        if kind is not None and kind not in KINDS:
+            raise ValueError(f"layout kind must be one of {KINDS}, got {kind!r}")
         given = {k: v for k, v in choices.items() if v is not None}
-        cpu = ctx.adapter_type == "CPU"
+        cpu = ctx.adapter_type == "CPU" if kind is None else kind == "cpu"
         # Pixels per raster thread: 16 rows on a CPU adapter (workgroup-memory loads are expensive
         # there), 4 on a GPU (64 threads per tile); 2 columns with the CPU layout (8 threads, one
         # SIMD row of lavapipe per tile: the per-splat loads and sums are paid once per row).
@@ -75,7 +88,11 @@ class Layout:
             # lavapipe: no barriers, no workgroup memory in the loss.
             loss_variant=str(given.get("loss_variant", "lines" if cpu else "tiled")),
             float_atomics=bool(given.get("float_atomics", ctx.has_float_atomics)),
-            subgroups=bool(given.get("subgroups", ctx.has_subgroups)))
+            subgroups=bool(given.get("subgroups", ctx.has_subgroups)),
+            # A GPU needs threads that grow with N: the table's are bounded by its size (2 056 at
+            # 1080p: 36 % of the step at 1 M Gaussians on an H200); lavapipe's few cores run the
+            # table without a sort of the pairs (the sort cost more than the rest of the render).
+            emission=str(given.get("emission", "table" if cpu else "splats")))
         layout.check(ctx)
         return layout
 

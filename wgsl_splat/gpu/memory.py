@@ -81,8 +81,10 @@ class MemoryPlan:
         r = step.renderer
         pixels = r.width * r.height
         loss = 36 if step.loss.variant == "tiled" else 48
-        tables = sum(step.pool.size(n) for n in ("emit_table", r.depth_sort.table)
-                     if n in step.pool)
+        pair_table = r.pair_sort.table if r.pair_sort is not None else None
+        tables = sum(step.pool.size(n) for n in ("emit_table", "emit_remaining",
+                                                 r.depth_sort.table, pair_table)
+                     if n and n in step.pool)
         return pixels * (12 + 8 + 12 + loss + 12) + tables + MARGIN_BYTES
 
     def cache_budget(self, limit: int, resident: int) -> int:

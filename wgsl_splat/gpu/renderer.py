@@ -1,20 +1,28 @@
 """The forward pipeline on the GPU: one command encoder and one submit per render.
 
-Per render (all in one compute pass; wgpu inserts the barriers between dispatches), 17 dispatches:
+Per render (all in one compute pass; wgpu inserts the barriers between dispatches):
 
 1. ``project.wgsl``  project + EWA + SH colour per Gaussian; seeds the depth sort    (1 dispatch)
-2. ``radix.wgsl``    stable radix sort of the N splats by depth (f32 bits, 4 x 8 bits)  (12)
-3. ``emit.wgsl``     per (tile, chunk of depth-sorted splats) intersection counts       (1)
-4. ``scan.wgsl``     prefix sum of those counts -> offsets, tile ranges, counters        (1)
-5. ``emit.wgsl``     splat ids written straight to their sorted position                 (1)
-6. ``raster.wgsl``   one workgroup per 16x16 tile, front-to-back compositing             (1)
+2. ``radix.wgsl``    stable radix sort of the N splats by depth (f32 bits, 4 x 8 bits)  (12 or 20)
+3. emission of the (tile, splat) pairs in (tile, depth) order, one of two (``Layout.emission``):
+   ``"table"`` (CPU adapters; 3 dispatches, 6 with parallel scans)
+     ``emit.wgsl``  per (tile, chunk of depth-sorted splats) intersection counts
+     ``scan.wgsl``  prefix sum of those counts -> offsets, tile ranges, counters
+     ``emit.wgsl``  splat ids written straight to their sorted position
+   ``"splats"`` (GPUs; 7 dispatches + the radix sort's)
+     ``emit_splats.wgsl``  per depth-sorted splat its pair count; ``prefix.wgsl`` their offsets;
+                           the counters; each splat's pairs (tile key, id) at its offset
+     ``radix.wgsl``        stable sort of the pairs by tile key (2 digits up to 65 536 tiles)
+     ``sorted_ranges.wgsl`` each tile's range by binary search in the sorted keys
+4. ``raster.wgsl``   one workgroup per 16x16 tile, front-to-back compositing             (1)
 
-The sort of the intersections by (tile, depth) is thus a stable depth sort of the N splats
-followed by a counting sort by tile of the intersections emitted in depth order (stages 3-5):
-the intersections themselves are never sorted. Alternatives measured on lavapipe (see
-docs/benchmarks.md): a bitonic sort of the (tile, depth, id) key (sort.py, ``BitonicSorter``) was
-10-20x slower than a radix sort, and the radix sort of the intersections by tile (two passes) cost
-more than the rest of the pipeline together.
+Either way the pairs come from a stable depth sort of the N splats, emitted in depth order and
+ordered by tile stably, so both give the same list. The table never sorts the pairs, which suits
+lavapipe (there the radix sort of the pairs by tile cost more than the rest of the pipeline
+together, docs/benchmarks.md); but its threads are bounded by the table's size (2 056 at 1080p),
+and on an H200 it was 36 % of the step at 1 M Gaussians: the GPU layout emits per splat, whose
+threads grow with N. A bitonic sort of the (tile, depth, id) key (sort.py, ``BitonicSorter``) was
+10-20x slower than a radix sort on lavapipe.
 
 Intersection count and capacity. Buffers of intersections are sized by a capacity; the count is
 computed on the GPU and every later stage reads it from the ``counters`` buffer, so steady-state
@@ -154,8 +162,15 @@ class GpuRenderer:
         self.config = config or CLASSIC
         self.layout = layout or Layout.of(self.ctx)
         self.depth_sort = RadixSorter(self.lib, self.pool, "depth", self.layout)
-        self.emit_scan = (PrefixScan(self.lib, self.pool, "emit") if self.layout.parallel_scan
-                          else None)
+        self.per_splat = self.layout.emission == "splats"
+        if self.per_splat:
+            # pair counts -> offsets; the pairs (tile key, id) sorted by tile
+            self.emit_scan = PrefixScan(self.lib, self.pool, "emit")
+            self.pair_sort = RadixSorter(self.lib, self.pool, "isect", self.layout)
+        else:
+            self.emit_scan = (PrefixScan(self.lib, self.pool, "emit") if self.layout.parallel_scan
+                              else None)
+            self.pair_sort = None
         if self.emit_scan is None:
             self.pool.get("no_scan_sums", 16)   # binds scan.wgsl's scan_sums, unused by scan_counts
         self.chunks = 0
@@ -176,8 +191,12 @@ class GpuRenderer:
         self.renders = 0
         self.redos = 0
         self._project = kernels.PROJECT.variant(self.config).module(self.lib)
-        self._emit = kernels.EMIT.variant(self.config).module(self.lib)
-        self._scan = kernels.SCAN.variant(self.config).module(self.lib)
+        if self.per_splat:
+            self._emit = kernels.EMIT_SPLATS.variant(self.config).module(self.lib)
+            self._ranges = kernels.SORTED_RANGES.variant(self.config).module(self.lib)
+        else:
+            self._emit = kernels.EMIT.variant(self.config).module(self.lib)
+            self._scan = kernels.SCAN.variant(self.config).module(self.lib)
         self._params = np.zeros((), self._project.struct_dtype("RenderParams"))
         self.pool.get("render_params", self._params.nbytes, buffer_usage(*UNIFORM_USAGE))
         self.pool.get("counters", COUNTERS_BYTES)
@@ -223,7 +242,7 @@ class GpuRenderer:
         self.depth_sort.configure(m, 32, count_slot=4, exact=True)
         if self.capacity == 0:
             self._set_capacity(self._initial_capacity or max(MIN_CAPACITY, 4 * n))
-        self._configure_chunks()
+        self._configure_emission()
         self._check_next = True
 
     def page_uniform(self, page: Page) -> str:
@@ -283,7 +302,36 @@ class GpuRenderer:
 
     def _set_capacity(self, capacity: int) -> None:
         self.capacity = min(int(-(-int(capacity) // 1024) * 1024), self.max_capacity)
-        self.pool.get("isect_ids", 4 * self.capacity)
+        if self.per_splat:
+            self._configure_pair_sort()
+        else:
+            self.pool.get("isect_ids", 4 * self.capacity)
+
+    @property
+    def isect_ids(self) -> str:
+        """The pool buffer of the splat id of each intersection in (tile, depth) order."""
+        return self.pair_sort.result[1] if self.per_splat else "isect_ids"
+
+    @property
+    def emission_threads(self) -> int:
+        """Threads of emission's two walks over the splats (what bench reports)."""
+        return self.num if self.per_splat else self.chunks
+
+    def _configure_emission(self) -> None:
+        if self.per_splat:
+            n = max(self.num, 1)
+            self.pool.get("emit_counts", 4 * n)
+            self.emit_scan.configure(n)
+            self._configure_pair_sort()
+        else:
+            self._configure_chunks()
+
+    def _configure_pair_sort(self) -> None:
+        """The pairs' sort: ``capacity`` pairs, keys up to the tile count (the key of an empty
+        slot, emit_splats.wgsl's), the count in counters[1]."""
+        if self.capacity:
+            tiles = self.tiles_x * self.tiles_y
+            self.pair_sort.configure(self.capacity, max(1, tiles.bit_length()), count_slot=1)
 
     def _configure_chunks(self) -> None:
         """Chunks of depth-sorted splats per emission thread: at least 16 splats per chunk, and a
@@ -309,7 +357,7 @@ class GpuRenderer:
         self.pool.get("image", 12 * px)
         self.pool.get("last_contrib", 8 * px)    # last contributors, then final transmittances
         self.pool.get("ranges", 8 * self.tiles_x * self.tiles_y)
-        self._configure_chunks()
+        self._configure_emission()
         self._check_next = True
 
     def ensure_capacity(self, intersections: int) -> None:
@@ -364,7 +412,7 @@ class GpuRenderer:
     def buffer_names(self) -> dict[str, str]:
         _, dv = self.depth_sort.result
         return {"params": "params", "splats": "splats", "rects": "rects",
-                "depth_sorted_ids": dv, "isect_ids": "isect_ids", "ranges": "ranges",
+                "depth_sorted_ids": dv, "isect_ids": self.isect_ids, "ranges": "ranges",
                 "image": "image", "last_contrib": "last_contrib",
                 "counters": "counters", "render_params": "render_params"}
 
@@ -407,6 +455,47 @@ class GpuRenderer:
         self.depth_sort.encode(cpass, "counters")
 
     def _encode_emit(self, cpass) -> None:
+        """The pairs in (tile, depth) order, the tile ranges and the counters."""
+        if self.per_splat:
+            self._encode_emit_splats(cpass)
+        else:
+            self._encode_emit_table(cpass)
+
+    def _encode_emit_splats(self, cpass) -> None:
+        """Per splat its pair count, their offsets and the counters, the pairs, their sort by
+        tile, the tile ranges (emit_splats.wgsl)."""
+        n = self.num
+        grid = grid_2d(-(-n // self._emit.workgroup_size("count_pairs")[0]))
+        if n:
+            cpass.set_bind_group(0, self._emit_bind_group())
+            cpass.set_pipeline(self._emit.pipeline("count_pairs"))
+            cpass.dispatch_workgroups(*grid)
+        self._encode_scan(cpass)
+        if n:
+            cpass.set_bind_group(0, self._emit_bind_group())
+            cpass.set_pipeline(self._emit.pipeline("write_pairs", self.emit_keys_constants or None))
+            cpass.dispatch_workgroups(*grid)
+            self.pair_sort.encode(cpass, "counters")
+        self._encode_sorted_ranges(cpass)
+
+    def _emit_bind_group(self):
+        _, sorted_ids = self.depth_sort.result
+        return self.pool.bind_group(self._emit, 0, {
+            "rp": "render_params", "rects": "rects", "sorted_ids": sorted_ids,
+            "counts": "emit_counts", "pair_tiles": self.pair_sort.keys,
+            "pair_ids": self.pair_sort.vals, "emit_counters": "counters",
+            "scan_sums": self.emit_scan.sums, **self.splat_bindings()})
+
+    def _encode_sorted_ranges(self, cpass) -> None:
+        sorted_tiles, _ = self.pair_sort.result
+        cpass.set_pipeline(self._ranges.pipeline("sorted_ranges"))
+        cpass.set_bind_group(0, self.pool.bind_group(self._ranges, 0, {
+            "rp": "render_params", "sorted_tiles": sorted_tiles, "counters": "counters",
+            "ranges": "ranges"}))
+        block = self._ranges.workgroup_size("sorted_ranges")[0]
+        cpass.dispatch_workgroups(-(-max(self.tiles_x * self.tiles_y, 1) // block))
+
+    def _encode_emit_table(self, cpass) -> None:
         """Per-(tile, chunk) counts, their prefix sum (tile ranges, counters), the emission."""
         pool = self.pool
         n = self.num
@@ -429,8 +518,15 @@ class GpuRenderer:
             cpass.dispatch_workgroups(*grid_2d(-(-self.chunks // self._emit.workgroup_size("emit_count")[0])))
 
     def _encode_scan(self, cpass) -> None:
-        """The counts' prefix sum in place, the tile ranges and the counters (scan.wgsl; on GPUs
-        prefix.wgsl first)."""
+        """The counts' prefix sum in place and the counters; with the table also the tile ranges
+        (scan.wgsl; on GPUs prefix.wgsl first). Per splat: prefix.wgsl, then pair_totals."""
+        if self.per_splat:
+            if self.num:
+                self.emit_scan.encode(cpass, "emit_counts")
+            cpass.set_bind_group(0, self._emit_bind_group())
+            cpass.set_pipeline(self._emit.pipeline("pair_totals"))
+            cpass.dispatch_workgroups(1)
+            return
         sums = self.emit_scan.sums if self.emit_scan is not None else "no_scan_sums"
         scan_bg = self.pool.bind_group(self._scan, 0, {"rp": "render_params", "table": "emit_table",
                                                        "ranges": "ranges", "counters": "counters",
@@ -449,16 +545,20 @@ class GpuRenderer:
     def _encode_raster(self, cpass) -> None:
         cpass.set_pipeline(self._raster.pipeline("rasterize"))
         cpass.set_bind_group(0, self.pool.bind_group(self._raster, 0, {
-            "rp": "render_params", **self.splat_bindings(), "isect_ids": "isect_ids",
+            "rp": "render_params", **self.splat_bindings(), "isect_ids": self.isect_ids,
             "ranges": "ranges", "image": "image", "last_contrib": "last_contrib"}))
         cpass.dispatch_workgroups(self.tiles_x, self.tiles_y)
 
     @property
     def dispatches_per_render(self) -> int:
-        scan = 4 if self.layout.parallel_scan else 1
+        if self.per_splat:
+            emit = 2 if not self.num else 2 + 3 + 1 + self.pair_sort.num_dispatches + 1
+        else:
+            scan = 4 if self.layout.parallel_scan else 1
+            emit = scan if not self.num else 2 + scan
         if not self.num:
-            return scan + 1
-        return len(self.pages) + self.depth_sort.num_dispatches + 2 + scan + 1
+            return emit + 1
+        return len(self.pages) + self.depth_sort.num_dispatches + emit + 1
 
     # -- render -------------------------------------------------------------------------------------
     def render(self, camera: Camera, background=(0.0, 0.0, 0.0), readback: bool = True,
@@ -572,7 +672,7 @@ class GpuRenderer:
             "last_contrib": state[:h * w].reshape(h, w).astype(np.int32),
             "ranges": ranges,
             "isect_tiles": tiles,
-            "isect_ids": self.pool.read_array("isect_ids", np.uint32, count).astype(np.int64),
+            "isect_ids": self.pool.read_array(self.isect_ids, np.uint32, count).astype(np.int64),
             "depth_sorted_ids": self.pool.read_array(names["depth_sorted_ids"], np.uint32, self.num),
             "image": self.pool.read_array("image", np.float32, 3 * h * w).reshape(h, w, 3),
         }
