@@ -36,6 +36,12 @@ class BenchRequest:
                                  help="Also write the results as JSON.")
     no_stages: bool = flag("--no-stages", is_flag=True,
                            help="Skip the per-stage breakdown (timestamp queries).")
+    layout: str = flag(
+        "--layout", type=click.Choice(["adapter", "gpu", "cpu", "both"]), default="adapter",
+        show_default=True,
+        help="The GPU path's kernel layout: the adapter's own, a GPU's (64 threads per tile, "
+             "parallel scans, per-splat emission) or a CPU driver's (lavapipe's: 8 threads per "
+             "tile, one-workgroup scans, the emission table), or both side by side.")
     adapter_filter: str | None = ADAPTER.field()
     modes: str = flag(
         "--modes", default=RENDER_MODES[0], show_default=True,
@@ -93,8 +99,9 @@ def run(request: BenchRequest) -> None:
             if device == "gpu":
                 raise UserError(str(exc)) from None
             click.echo(f"Warning: {exc}; timing the NumPy path only")
+    layouts = {"adapter": (None,), "both": ("gpu", "cpu")}.get(r.layout, (r.layout,))
     report = run_bench(configs, devices, r.steps, r.warmup, ctx, stages=not r.no_stages,
-                       echo=click.echo, modes=tuple(mode_list))
+                       echo=click.echo, modes=tuple(mode_list), layouts=layouts)
     click.echo(format_report(report))
     if r.json_path:
         write_json(r.json_path, report)

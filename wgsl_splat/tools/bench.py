@@ -97,19 +97,23 @@ def _summary(times: list[float]) -> dict:
 
 
 def bench_gpu(ctx, cfg: Config, steps: int, warmup: int, stages: bool = True,
-              modes: tuple[str, ...] = ("classic",), limits=None) -> dict[str, dict]:
-    """Per render mode, the GPU figures of the module docstring. With several modes the timed
-    loops alternate between them step by step, so a machine whose speed drifts (a shared VM) skews
-    every mode alike and their ratio stays meaningful."""
+              modes: tuple[str, ...] = ("classic",), limits=None,
+              layouts: tuple = (None,)) -> dict[tuple, dict]:
+    """Per (render mode, layout kind), the GPU figures of the module docstring; a layout kind
+    (``Layout.of``'s: "cpu", "gpu", None for the adapter's own) runs that kind's layout on this
+    adapter. With several runs the timed loops alternate between them step by step, so a machine
+    whose speed drifts (a shared VM) skews every run alike and their ratio stays meaningful."""
     from ..contract.optim import OptimConfig
+    from ..gpu.layout import Layout
     from ..gpu.step import GpuTrainStep
     from ..render_config import render_config
     from .roofline import roofline, step_work
 
     model, cam, target, extent = make_scene(cfg.n, cfg.width, cfg.height)
-    runs = {m: GpuTrainStep(ctx, model, OptimConfig().with_scene(extent, 30_000),
-                            render_config=render_config(m)) for m in modes}
-    out: dict[str, dict] = {m: {} for m in modes}
+    runs = {(m, k): GpuTrainStep(ctx, model, OptimConfig().with_scene(extent, 30_000),
+                                 render_config=render_config(m), layout=Layout.of(ctx, k))
+            for m in modes for k in layouts}
+    out: dict[tuple, dict] = {key: {} for key in runs}
     for m, step in runs.items():
         if step.render_config.antialiased:   # the 3D filter of the scene's view (not in a step)
             step.set_filter_cameras([cam])
@@ -121,9 +125,9 @@ def bench_gpu(ctx, cfg: Config, steps: int, warmup: int, stages: bool = True,
         for _ in range(warmup):
             step.step(cam, target, 3, view_id=0)
         step.take_losses()
-    wall = {m: [] for m in modes}
-    host = {m: [] for m in modes}
-    pipelined = {m: 0.0 for m in modes}
+    wall = {m: [] for m in runs}
+    host = {m: [] for m in runs}
+    pipelined = {m: 0.0 for m in runs}
     for _ in range(steps):
         for m, step in runs.items():
             t0 = time.perf_counter()
@@ -145,7 +149,14 @@ def bench_gpu(ctx, cfg: Config, steps: int, warmup: int, stages: bool = True,
         out[m].update({"step": _summary(wall[m]),
                        "pipelined_ms": 1000.0 * pipelined[m] / (block * -(-steps // block)),
                        "host": _summary(host[m]), "intersections": step.max_intersections,
-                       "overflowed_steps": step.overflowed_steps})
+                       "overflowed_steps": step.overflowed_steps,
+                       "layout_choices": {
+                           "emission": step.layout.emission,
+                           "threads_per_tile": 256 // step.layout.raster_rows
+                           // step.layout.raster_cols,
+                           "parallel_scan": step.layout.parallel_scan},
+                       "emission_threads": step.renderer.emission_threads,
+                       "splats_per_emission_thread": cfg.n / max(step.renderer.emission_threads, 1)})
         stage_ms: dict[str, list[float]] = {}
         if stages and step.enable_profiling(True):
             for _ in range(max(3, min(steps, 7))):
@@ -266,17 +277,27 @@ def format_report(report: dict) -> str:
                 f"{(x['peak_bytes'] / 2**20 if gpu else float('nan')):>6.1f} "
                 f"{(x['bytes_per_gaussian'] if gpu else float('nan')):>6.0f}")
     lines.append("")
-    classic = {(r["config"], path): r[path]["step"]["median_ms"] for r in report["results"]
-               for path in ("gpu", "cpu") if path in r and r.get("mode", "classic") == "classic"}
+    classic = {(r["config"], r.get("layout"), path): r[path]["step"]["median_ms"]
+               for r in report["results"] for path in ("gpu", "cpu")
+               if path in r and r.get("mode", "classic") == "classic"}
     for r in report["results"]:
         for path in ("gpu", "cpu"):
-            base = classic.get((r["config"], path))
+            base = classic.get((r["config"], r.get("layout"), path))
             if r.get("mode", "classic") != "classic" and path in r and base:
                 ratio = r[path]["step"]["median_ms"] / base
                 extra = (f"; recomputing the 3D filter {r[path]['filter3d_ms']:.1f} ms"
                          if "filter3d_ms" in r[path] else "")
                 lines.append(f"{r['config']} {path}: {r['mode']} step {100 * (ratio - 1):+.1f}% "
                              f"vs classic{extra}")
+    for r in report["results"]:
+        if "gpu" in r and "emission_threads" in r["gpu"]:
+            g = r["gpu"]
+            c = g["layout_choices"]
+            lines.append(f"{_label(r)} gpu layout: {c['threads_per_tile']} threads per tile, "
+                         f"{'parallel' if c['parallel_scan'] else 'one-workgroup'} scans, "
+                         f"emission by {c['emission']}: {g['emission_threads']} threads, "
+                         f"{g['splats_per_emission_thread']:.1f} splats per thread, "
+                         f"{g['intersections']} intersections")
     for r in report["results"]:
         if "gpu" in r and r["gpu"].get("memory"):
             lines += format_memory(r["gpu"], r["n"], _label(r))
@@ -329,13 +350,17 @@ def format_memory(g: dict, n: int, label: str, top: int = 14) -> list[str]:
 
 
 def _label(r: dict) -> str:
-    return r["config"] + ("" if r.get("mode", "classic") == "classic" else "/aa")
+    kind = r.get("layout")
+    return (r["config"] + ("" if r.get("mode", "classic") == "classic" else "/aa")
+            + (f"/{kind}-layout" if kind else ""))
 
 
 def run_bench(configs: list[Config], devices: tuple[str, ...], steps: int, warmup: int, ctx=None,
-              stages: bool = True, echo=print, modes: tuple[str, ...] = ("classic",)) -> dict:
-    """Each configuration in each render mode, one after the other (side by side in time, so the
-    modes' ratio is not skewed by a machine whose speed drifts)."""
+              stages: bool = True, echo=print, modes: tuple[str, ...] = ("classic",),
+              layouts: tuple = (None,)) -> dict:
+    """Each configuration in each render mode and GPU layout kind (``layouts``: "cpu", "gpu",
+    None for the adapter's), one after the other (side by side in time, so the ratios are not
+    skewed by a machine whose speed drifts)."""
     report = {"machine": machine_info(ctx), "steps": steps, "warmup": warmup, "results": []}
     limits = None
     if "gpu" in devices and ctx is not None and stages:
@@ -345,16 +370,21 @@ def run_bench(configs: list[Config], devices: tuple[str, ...], steps: int, warmu
         limits = measure_limits(ctx)
         report["limits"] = limits.as_dict()
     for cfg in configs:
-        results = {m: {"config": cfg.name, "n": cfg.n, "width": cfg.width, "height": cfg.height,
-                       "mode": m} for m in modes}
-        if "gpu" in devices and ctx is not None:
-            echo(f"{cfg.name}: GPU step ({', '.join(modes)}), N={cfg.n} {cfg.width}x{cfg.height} ...")
-            for m, g in bench_gpu(ctx, cfg, steps, warmup, stages, modes, limits).items():
-                results[m]["gpu"] = g
+        gpu = "gpu" in devices and ctx is not None
+        keys = [(m, k) for m in modes for k in (layouts if gpu else (None,))]
+        results = {key: {"config": cfg.name, "n": cfg.n, "width": cfg.width,
+                         "height": cfg.height, "mode": key[0], "layout": key[1]} for key in keys}
+        if gpu:
+            kinds = ", ".join(k or "the adapter's" for k in layouts)
+            echo(f"{cfg.name}: GPU step ({', '.join(modes)}; layout {kinds}), N={cfg.n} "
+                 f"{cfg.width}x{cfg.height} ...")
+            for key, g in bench_gpu(ctx, cfg, steps, warmup, stages, modes, limits,
+                                    layouts).items():
+                results[key]["gpu"] = g
         if "cpu" in devices and cfg.n <= 50_000:
             for m in modes:
                 echo(f"{cfg.name}: NumPy step ({m}), N={cfg.n} {cfg.width}x{cfg.height} ...")
-                results[m]["cpu"] = bench_cpu(cfg, steps, warmup=1, mode=m)
+                results[(m, keys[0][1])]["cpu"] = bench_cpu(cfg, steps, warmup=1, mode=m)
         for r in results.values():
             report["results"].append(r)
             for path in ("gpu", "cpu"):    # a line per result as it comes (long runs may be cut off)

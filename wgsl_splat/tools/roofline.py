@@ -150,6 +150,26 @@ def measure_limits(ctx, repeats: int = 5, copy_bytes: int = 32 << 20) -> Limits:
     return Limits(flops, bandwidth, dispatch_s, 2 * copy_bytes / copy_s)
 
 
+def emission_work(r, rect_tiles: int, pairs: int, tiles: int, scan: int) -> Work:
+    """Emission's work in either layout (renderer.py): two walks over the depth-sorted splats
+    (id, rectangle, splat) and their tile tests, then
+    - the table: zeroed, counted, scanned and advanced; one id written per intersection;
+    - per splat: the counts written, scanned and read; a (tile, id) pair written per intersection,
+      sorted by tile (a histogram reads each key, the scatter reads and writes key and value, per
+      pass) and binary-searched per tile."""
+    n = r.num
+    walks = 2 * n * (4 + 16 + SPLAT_BYTES)
+    if not r.per_splat:
+        return Work(2 * TILE_TEST_FLOP * rect_tiles, walks + 4 * tiles * r.chunks * 3 + 12 * pairs,
+                    2 + scan, "tile of a rectangle")
+    passes = len(r.pair_sort.passes)
+    sort_bytes = passes * 20 * pairs + 4 * 2 * r.pair_sort.threads * (1 << 8) * passes
+    return Work(2 * TILE_TEST_FLOP * rect_tiles + 10 * passes * pairs,
+                walks + 4 * n * 4 + 8 * pairs + sort_bytes + 2 * 8 * tiles * 24,
+                r.dispatches_per_render - len(r.pages) - r.depth_sort.num_dispatches - 1,
+                "tile of a rectangle")
+
+
 def step_work(step) -> dict[str, Work]:
     """The work of each stage of ``step``'s last step (a ``GpuTrainStep``), counted with the
     constants above from what the device holds: N, SH coefficients, image size, the tile rectangles,
@@ -167,7 +187,6 @@ def step_work(step) -> dict[str, Work]:
     visited = int(last.sum())           # (pixel, splat) pairs the backward pass walks
     threads = 16 * (16 // step.layout.raster_rows)
     param_floats = 11 + 3 * k
-    chunks = r.chunks
     scan = 4 if step.layout.parallel_scan else 1
     work = {
         "project": Work(PROJECT_FLOP * n, n * (4 * param_floats + SPLAT_BYTES + 4 + 16 + 8), 1,
@@ -175,11 +194,7 @@ def step_work(step) -> dict[str, Work]:
         # four 8-bit passes: a histogram reads the key, the scatter reads key and value and
         # writes both
         "depth sort": Work(4 * 10 * n, 4 * 20 * n, r.depth_sort.num_dispatches, "Gaussian"),
-        # two walks over each chunk's splats (id, rectangle, splat), tile tests, the table zeroed,
-        # counted, scanned and advanced, one id written per intersection
-        "emit+scan": Work(2 * TILE_TEST_FLOP * rect_tiles,
-                          2 * n * (4 + 16 + SPLAT_BYTES) + 4 * tiles * chunks * 3 + 12 * pairs,
-                          2 + scan, "tile of a rectangle"),
+        "emit+scan": emission_work(r, rect_tiles, pairs, tiles, scan),
         "rasterize": Work(RASTER_PIXEL_FLOP * 256 * pairs, pairs * (4 + SPLAT_BYTES) + 20 * px, 1,
                           "(pixel, splat)"),
         "loss": Work(LOSS_FLOP * 3 * px, LOSS_BYTES[step.loss.variant] * 3 * px,
