@@ -48,6 +48,10 @@ def test_choices_and_paths():
     with pytest.raises(env.EnvError, match=r"^WGSL_SPLAT_DEVICE_PROFILE='metal-m9' is not "
                                            r"accepted: it takes one of full, webgpu, "):
         env.DEVICE_PROFILE.read({env.DEVICE_PROFILE.name: "metal-m9"})
+    assert env.SENTINELS.read({env.SENTINELS.name: " On "}) == "on"
+    with pytest.raises(env.EnvError, match=r"^WGSL_SPLAT_SENTINELS='1' is not accepted: it takes "
+                                           r"one of off, on$"):
+        env.SENTINELS.read({env.SENTINELS.name: "1"})
     assert env.DXC.read({env.DXC.name: ""}) == ""            # empty: FXC, not unset
     assert env.DXC.read({}) is None
     assert env.CACHE.read({env.CACHE.name: ""}) is None      # empty: unset

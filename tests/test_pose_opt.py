@@ -207,7 +207,7 @@ def _pose_steps(gpu_ctx, seed, config=CLASSIC):
         step.load_pose(pose.PoseState.from_arrays({k: v.copy() for k, v in start.to_arrays().items()}))
         if gpu:   # poisoned: what the step reads must be what it wrote
             step.pool.write("pose_camera", np.full(16, np.nan, np.float32))
-            step.pool.write("pose_partials", np.full(step.pool["pose_partials"].size // 4, np.nan,
+            step.pool.write("pose_partials", np.full(step.pool.size("pose_partials") // 4, np.nan,
                                                      np.float32))
         step.step(loaded_camera(cam, start.params[1]), target, view_id=1)
         after_1 = step.state.download()
@@ -312,7 +312,7 @@ def test_gpu_pose_gradient_is_the_same_on_one_and_on_many_bindings(gpu_ctx, smal
         assert not step.fused_adam
         step.load_pose(pose.PoseState.from_arrays(
             {k: v.copy() for k, v in start.to_arrays().items()}))
-        step.pool.write("pose_partials", np.full(step.pool["pose_partials"].size // 4, np.nan,
+        step.pool.write("pose_partials", np.full(step.pool.size("pose_partials") // 4, np.nan,
                                                  np.float32))
         for _ in range(2):
             step.step(loaded_camera(cam, start.params[1]), target, view_id=1)

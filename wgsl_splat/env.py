@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from typing import Mapping
 
 __all__ = ["EnvError", "EnvVar", "VARIABLES", "MAX_BINDING", "DEVICE_MEMORY", "DEVICE_PROFILE",
-           "DXC", "CACHE", "PORTABILITY_TOOLS", "size_text"]
+           "SENTINELS", "DXC", "CACHE", "PORTABILITY_TOOLS", "size_text"]
 
 KIB, MIB, GIB, TIB, PIB = 1 << 10, 1 << 20, 1 << 30, 1 << 40, 1 << 50
 _SUFFIX = {"": 1, "K": KIB, "M": MIB, "G": GIB, "T": TIB}
@@ -127,6 +127,14 @@ DEVICE_PROFILE = EnvVar(
     "docs/portability.md)",
     unset="full: everything the adapter offers",
     choices=("full", "webgpu", "metal-apple7", "dx12"))
+SENTINELS = EnvVar(
+    "WGSL_SPLAT_SENTINELS", "choice",
+    "a debug mode: every storage buffer of a GPU buffer pool gets a tail of sentinel words beyond "
+    "its size, inside every read-write binding of it, and the training step checks the tails "
+    "after each step (and a buffer's when it is freed or re-made), naming a buffer written past "
+    "its end (gpu/pool.py)",
+    unset="off: no tails, no checks",
+    choices=("off", "on"))
 DXC = EnvVar(
     "WGSL_SPLAT_DXC", "path",
     "the dxcompiler.dll wgpu's DX12 backend compiles with (Windows)",
@@ -144,8 +152,8 @@ PORTABILITY_TOOLS = EnvVar(
     unset=".portability/ in the repository")
 
 #: every variable the package reads, by name
-VARIABLES = {v.name: v for v in (MAX_BINDING, DEVICE_MEMORY, DEVICE_PROFILE, DXC, CACHE,
-                                 PORTABILITY_TOOLS)}
+VARIABLES = {v.name: v for v in (MAX_BINDING, DEVICE_MEMORY, DEVICE_PROFILE, SENTINELS, DXC,
+                                 CACHE, PORTABILITY_TOOLS)}
 
 
 def describe() -> str:

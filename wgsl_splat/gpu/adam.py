@@ -202,11 +202,11 @@ class GpuAdam:
         self._grid = self._parts[0][3]
 
     def reset(self, encoder=None) -> None:
-        """Zero both moments and the step count (clear_buffer; submitted at once without encoder)."""
+        """Zero both moments and the step count (cleared; submitted at once without encoder)."""
         own = encoder is None
         enc = self.ctx.device.create_command_encoder() if own else encoder
-        enc.clear_buffer(self.pool[self.names["m"]])
-        enc.clear_buffer(self.pool[self.names["v"]])
+        self.pool.encode_clear(enc, self.names["m"])
+        self.pool.encode_clear(enc, self.names["v"])
         if own:
             self.ctx.queue.submit([enc.finish()])
         self.step = 0

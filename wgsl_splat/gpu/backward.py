@@ -220,9 +220,9 @@ class GpuBackward:
         self.arrays.alloc(STATS, 4 * self.n_stats)
         with self.ctx.guard("clearing the screen-space gradients"):
             enc = self.ctx.device.create_command_encoder(label="clear grad2d")
-            enc.clear_buffer(self.pool["grad2d"])
+            self.pool.encode_clear(enc, "grad2d")
             if "grad2d_hi" in self.pool:
-                enc.clear_buffer(self.pool["grad2d_hi"])
+                self.pool.encode_clear(enc, "grad2d_hi")
             self.ctx.queue.submit([enc.finish()])
 
     def encode_raster(self, cpass, grad_image: str = "grad_image") -> None:

@@ -18,6 +18,16 @@ too: per-Gaussian buffers are re-made at each densification round, where 1.5x sl
 memory for nothing. Read-backs go through one staging buffer of at most
 :data:`STAGING_CHUNK` bytes, in chunks, so reading the whole state back (a checkpoint) adds no
 state-sized copy to the device's memory.
+
+**Sentinel tails** (a debug mode: ``sentinels=True``, by default ``WGSL_SPLAT_SENTINELS=on``).
+Every storage buffer gets :data:`SENTINEL_BYTES` more than its size, filled with
+:data:`SENTINEL_WORD`, and a read-write binding of the whole buffer covers the tail too: a kernel
+that writes past its data (a padding invocation without a bound) then writes into the tail on
+every backend, where Vulkan would drop the write and Metal clamp it onto the binding's last
+element, real data. :meth:`BufferPool.check_sentinels` reads every tail back and raises
+:class:`SentinelError` naming each buffer whose tail changed (the training step calls it after
+each step); a buffer's tail is also checked when the buffer is freed or replaced. The sizes, windows, read-backs and counters are those of
+the buffers without their tails. Off, nothing is added.
 """
 
 from __future__ import annotations
@@ -27,11 +37,20 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..env import size_text
-from .runtime import GpuContext, GpuOutOfMemoryError
+from .runtime import GpuContext, GpuError, GpuOutOfMemoryError, sentinels_on
 
 _ALIGN = 256
 #: the largest staging (MAP_READ) buffer; bigger read-backs go in chunks of this size
 STAGING_CHUNK = 4 << 20
+#: the sentinel mode's tail (bytes: a write up to 256 bytes past a buffer's end lands in it) and
+#: the word that fills it
+SENTINEL_BYTES = 256
+SENTINEL_WORD = 0xDEADBEEF
+_SENTINEL_TAIL = np.full(SENTINEL_BYTES // 4, SENTINEL_WORD, np.uint32)
+
+
+class SentinelError(GpuError):
+    """A buffer's sentinel tail changed: something wrote past the buffer's size."""
 
 
 def _wgpu():
@@ -61,14 +80,20 @@ class _Entry:
     size: int
     usage: int
     generation: int
+    tail: int = 0           # sentinel bytes after ``size`` (the sentinel mode)
 
 
 class BufferPool:
-    def __init__(self, ctx: GpuContext, growth: float = 1.5) -> None:
+    def __init__(self, ctx: GpuContext, growth: float = 1.5, *,
+                 sentinels: bool | None = None) -> None:
         if not 1.0 < growth <= 4.0:
             raise ValueError("growth must be in (1, 4]")
         self.ctx = ctx
         self.growth = growth
+        #: bytes of sentinel tail per storage buffer (0: the mode is off)
+        self.sentinel_bytes = SENTINEL_BYTES if (
+            sentinels_on() if sentinels is None else sentinels) else 0
+        self._sentinel_staging = None
         self._entries: dict[str, _Entry] = {}
         self._bind_groups: dict = {}
         self.buffers_created = 0
@@ -119,8 +144,15 @@ class BufferPool:
         wgpu = _wgpu()
         if keep_contents and entry is not None:
             usage |= wgpu.BufferUsage.COPY_DST
+        tail = 0
+        if self.sentinel_bytes and usage & wgpu.BufferUsage.STORAGE and \
+                size + self.sentinel_bytes <= self.ctx.max_buffer_bytes:
+            tail = self.sentinel_bytes
+            usage |= wgpu.BufferUsage.COPY_SRC | wgpu.BufferUsage.COPY_DST
         with self.ctx.guard(f"allocating buffer {name!r} of {size} bytes"):
-            buf = self.ctx.device.create_buffer(size=size, usage=usage, label=name)
+            buf = self.ctx.device.create_buffer(size=size + tail, usage=usage, label=name)
+            if tail:
+                self.ctx.queue.write_buffer(buf, size, _SENTINEL_TAIL[:tail // 4])
         self.buffers_created += 1
         self.bytes_allocated += size
         self.current_bytes += size
@@ -132,9 +164,9 @@ class BufferPool:
                 enc.copy_buffer_to_buffer(entry.buffer, 0, buf, 0, min(entry.size, size))
                 self.ctx.queue.submit([enc.finish()])
         self._note_peak(name, size, entry)
+        self._entries[name] = _Entry(buf, size, usage, generation, tail)
         if entry is not None:
             self._release(name, entry)
-        self._entries[name] = _Entry(buf, size, usage, generation)
         return buf
 
     def _note_peak(self, name: str, size: int, replaced: _Entry | None) -> None:
@@ -158,18 +190,22 @@ class BufferPool:
         generation = 0
         if old is not None:
             generation = old.generation + 1
-            self._entries.pop(name)
-            self._release(name, old)
         self._entries[name] = _Entry(src.buffer, src.size, src.usage,
-                                     max(generation, src.generation + 1))
+                                     max(generation, src.generation + 1), src.tail)
+        if old is not None:
+            self._release(name, old)
 
     def _release(self, name: str, entry: _Entry) -> None:
         self._bind_groups = {k: v for k, v in self._bind_groups.items() if name not in k[2]}
         self.current_bytes -= entry.size
         try:
-            entry.buffer.destroy()
-        except Exception:  # noqa: BLE001
-            pass
+            if entry.tail:    # its last chance: the buffer is gone after this
+                self._check_tails([(name, entry)])
+        finally:
+            try:
+                entry.buffer.destroy()
+            except Exception:  # noqa: BLE001
+                pass
 
     def __getitem__(self, name: str):
         return self._entries[name].buffer
@@ -194,6 +230,64 @@ class BufferPool:
     def clear(self) -> None:
         for name in list(self._entries):
             self.free(name)
+
+    def encode_clear(self, enc, name: str) -> None:
+        """Record the zeroing of buffer ``name`` into command encoder ``enc`` (its size: a
+        sentinel tail is not data)."""
+        entry = self._entries[name]
+        enc.clear_buffer(entry.buffer, 0, entry.size)
+
+    # -- sentinel tails -----------------------------------------------------------------------------
+    def sentinel_names(self) -> list[str]:
+        """The buffers that have a sentinel tail (none unless the mode is on)."""
+        return sorted(n for n, e in self._entries.items() if e.tail)
+
+    def check_sentinels(self) -> int:
+        """Read every sentinel tail back (one copy per tail, one submit and map per 4 MiB of
+        tails, not counted as read-backs) and raise :class:`SentinelError` naming each buffer
+        whose tail changed; returns the number of tails checked (0 with the mode off)."""
+        tails = [(n, e) for n, e in sorted(self._entries.items()) if e.tail]
+        per = STAGING_CHUNK // SENTINEL_BYTES
+        for first in range(0, len(tails), per):
+            self._check_tails(tails[first:first + per])
+        return len(tails)
+
+    def _check_tails(self, tails: list) -> None:
+        wgpu = _wgpu()
+        nbytes = sum(e.tail for _, e in tails)
+        staging = self._sentinel_staging
+        if staging is None or staging.size < nbytes:
+            size = max(_round_up(nbytes), 64 * SENTINEL_BYTES)
+            with self.ctx.guard("allocating the sentinel check's staging buffer"):
+                staging = self.ctx.device.create_buffer(
+                    size=size, usage=wgpu.BufferUsage.MAP_READ | wgpu.BufferUsage.COPY_DST,
+                    label="__sentinel_staging")
+            self._sentinel_staging = staging
+        with self.ctx.guard("reading the sentinel tails back"):
+            enc = self.ctx.device.create_command_encoder(label="sentinel tails")
+            at = 0
+            for _, e in tails:
+                enc.copy_buffer_to_buffer(e.buffer, e.size, staging, at, e.tail)
+                at += e.tail
+            self.ctx.queue.submit([enc.finish()])
+            staging.map_sync("READ", 0, nbytes)
+            try:
+                words = np.frombuffer(bytes(staging.read_mapped(0, nbytes, copy=True)), np.uint32)
+            finally:
+                staging.unmap()
+        bad, at = [], 0
+        for name, e in tails:
+            got = words[at // 4:(at + e.tail) // 4]
+            at += e.tail
+            hit = np.flatnonzero(got != SENTINEL_WORD)
+            if hit.size:
+                bad.append(f"{name!r} ({hit.size} of {got.size} words, the first at byte "
+                           f"{e.size + 4 * hit[0]}: 0x{int(got[hit[0]]):08x})")
+        if bad:
+            raise SentinelError(f"written past the end of buffer{'s' * (len(bad) > 1)} "
+                                f"{', '.join(bad)}: a kernel wrote beyond its data (the "
+                                f"{self.sentinel_bytes}-byte sentinel tails, "
+                                f"WGSL_SPLAT_SENTINELS)")
 
     # -- data movement ------------------------------------------------------------------------------
     def write(self, name: str, data, offset: int = 0) -> None:
@@ -282,9 +376,15 @@ class BufferPool:
         bg = self._bind_groups.get(key)
         if bg is None:
             res = []
+            kinds = module.binding_kinds(group) if self.sentinel_bytes else {}
             for b, n, o, s in norm:
                 e = self._entries[n]
-                r = {"buffer": e.buffer, "offset": o, "size": (e.size - o) if s is None else s}
+                size = (e.size - o) if s is None else s
+                # the sentinel mode: a read-write binding of the whole buffer covers its tail
+                if s is None and e.tail and kinds[b] == ("storage", False) and \
+                        size + e.tail <= self.ctx.max_binding_bytes:
+                    size += e.tail
+                r = {"buffer": e.buffer, "offset": o, "size": size}
                 res.append({"binding": b, "resource": r})
             with self.ctx.guard(f"creating a bind group for shaders/{module.source.name}.wgsl "
                                 f"group {group} ({', '.join(names)})"):

@@ -99,12 +99,18 @@ def memory_override() -> int | None:
     return _read(env.DEVICE_MEMORY)
 
 
+def sentinels_on() -> bool:
+    """``$WGSL_SPLAT_SENTINELS`` is ``on``: buffer pools give storage buffers sentinel tails."""
+    return _read(env.SENTINELS) == "on"
+
+
 def check_settings() -> DeviceProfile | None:
     """Read every variable of the GPU path (one-line errors: :class:`ProfileError`,
     :class:`EnvSettingError`) before an adapter is looked for, so that a bad value is an error
     on every path and on every machine; returns the device profile."""
     binding_override()
     memory_override()
+    sentinels_on()
     return device_profile()
 
 

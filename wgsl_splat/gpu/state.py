@@ -138,7 +138,7 @@ class DeviceState(TrainState):
         if self.stat_names:
             def clear(enc):
                 for page in self.pages or [Page(0, 0, 0)]:
-                    enc.clear_buffer(self.pool[page_name(STATS, page.index)])
+                    self.pool.encode_clear(enc, page_name(STATS, page.index))
             self._submit("clearing the statistics", clear)
 
     # -- the row table ----------------------------------------------------------------------------------
@@ -305,7 +305,7 @@ class DeviceState(TrainState):
                 "tallies": TALLIES, "table": TABLE, "scan_sums": self.scan.sums})
 
         def decide(enc, passes):
-            enc.clear_buffer(self.pool[TALLIES])
+            self.pool.encode_clear(enc, TALLIES)
             cpass = enc.begin_compute_pass(label="grow: decide")
             if n:
                 cpass.set_pipeline(module.pipeline("grow_decide"))
@@ -396,7 +396,7 @@ class DeviceState(TrainState):
                         for page in self.pages]
 
         def weigh(enc):
-            enc.clear_buffer(self.pool["state_counts"])
+            self.pool.encode_clear(enc, "state_counts")
             cpass = enc.begin_compute_pass(label="relocation weights")
             cpass.set_pipeline(self._reloc.pipeline("relocate_weights"))
             for bg, groups in weigh_passes:

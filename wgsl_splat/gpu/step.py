@@ -271,6 +271,8 @@ class GpuTrainStep(TrainStep):
             last = k == len(views) - 1
             self._submit_view(view, active_sh_degree, accumulate=k > 0,
                               update=(len(views), noise) if last else None)
+        if self.pool.sentinel_bytes:   # the debug mode (gpu/pool.py): a blocking read per step
+            self.pool.check_sentinels()
 
     def accumulate(self, views, active_sh_degree=None, fresh=True) -> None:
         self.targets.touch(views)
@@ -282,6 +284,8 @@ class GpuTrainStep(TrainStep):
             for _name, encode in self._update_stages(batch_size, noise):
                 encode(cpass)
         self._submit("the update of the training step", update)
+        if self.pool.sentinel_bytes:
+            self.pool.check_sentinels()
 
     def _submit(self, what: str, encode_pass) -> None:
         with self.ctx.guard(what):

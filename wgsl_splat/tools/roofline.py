@@ -98,7 +98,8 @@ def measure_limits(ctx, repeats: int = 5, copy_bytes: int = 32 << 20) -> Limits:
     from ..gpu.profiler import StageTimer
     from ..gpu.shaders import ShaderLibrary
 
-    pool = BufferPool(ctx)
+    # copy_vec4 fills its whole binding (arrayLength), which a sentinel tail would be part of
+    pool = BufferPool(ctx, sentinels=False)
     lib = ShaderLibrary(ctx)
     mod = LIMITS.variant().module(lib)
     pool.get("limits_src", copy_bytes)

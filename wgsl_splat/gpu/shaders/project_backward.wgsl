@@ -154,7 +154,9 @@ fn project_backward(@builtin(local_invocation_index) lid: u32,
             }
             workgroupBarrier();
         }
-        if (lid == 0u) {
+        // grid_2d's padding workgroups (past 32 768 per page) have no rows and no slot: without
+        // the bound they write past the partials (Metal clamps that onto the last one)
+        if (lid == 0u && wg * BLOCK_SIZE < rp.model.x) {
             term_partials[rp.grid.x / BLOCK_SIZE + wg] = wg_terms[0];   // pages start at whole workgroups
         }
     }
