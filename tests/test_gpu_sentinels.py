@@ -31,13 +31,6 @@ from wgsl_splat.strategy.adc import ADCRound, adc_round
 from wgsl_splat.tools.random_scene import random_scene
 
 POISON = 0x7FBADBAD          # a NaN no kernel computes
-# both layouts whatever the adapter: the one lavapipe picks, and what a GPU gets (test_gpu_step)
-LAYOUTS = {
-    "cpu layout": dict(raster_rows=16, raster_skip=False, threads=256, parallel_scan=False,
-                       loss_variant="lines"),
-    "gpu layout": dict(raster_rows=4, raster_skip=True, threads=16384, parallel_scan=True,
-                       loss_variant="tiled"),
-}
 TERMS = LossConfig(opacity_reg=0.3, scale_reg=0.2)
 
 
@@ -85,10 +78,12 @@ def test_padding_workgroups_write_no_partial_sum_past_the_rows(gpu_ctx, monkeypa
 # partials fill their 256 bytes and the padding workgroup's slot is the tail's first word (without
 # the kernel's bound the test fails there). The GPU layout's step at that size costs ~1.2 s on
 # lavapipe, so it runs at 2 000 rows (its own dispatches pad all the same).
-ROWS = {"cpu layout": 16300, "gpu layout": 2000}
+# both layouts whatever the adapter (Layout.of's kinds); the GPU layout's step at 16 K rows costs
+# about 1.2 s on lavapipe, and its own dispatches pad at 2 000 too
+ROWS = {"cpu": 16300, "gpu": 2000}
 
 
-@pytest.mark.parametrize("layout", sorted(LAYOUTS))
+@pytest.mark.parametrize("layout", sorted(ROWS))
 def test_training_steps_leave_every_sentinel_tail_in_both_layouts(gpu_ctx, monkeypatch, layout):
     """The sentinel mode on, the parameter terms active, 5 workgroups a grid row: steps, an ADC
     round (clones and prunes: buffers re-made at new sizes, each old one's tail checked as it
@@ -100,7 +95,7 @@ def test_training_steps_leave_every_sentinel_tail_in_both_layouts(gpu_ctx, monke
     n = ROWS[layout]
     model, cam, target = problem(seed, n, 32, 24)
     step = GpuTrainStep(gpu_ctx, model, OptimConfig(), loss=TERMS,
-                        layout=Layout.of(gpu_ctx, **LAYOUTS[layout]))
+                        layout=Layout.of(gpu_ctx, layout))
     pool = step.pool
     assert pool.sentinel_bytes == SENTINEL_BYTES
     if n == 16300:
