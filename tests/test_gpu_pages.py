@@ -12,12 +12,15 @@ from test_gpu_state import assert_arrays_close
 from test_gpu_step import fresh_seed
 from test_strategy import random_arrays
 
+from wgsl_splat.camera import Camera
 from wgsl_splat.contract.optim import OptimConfig
 from wgsl_splat.contract.state import HostArrays
+from wgsl_splat.gpu.layout import Layout
 from wgsl_splat.gpu.pages import Paging
 from wgsl_splat.gpu.renderer import GpuRenderer
 from wgsl_splat.gpu.runtime import GpuOutOfMemoryError
 from wgsl_splat.gpu.step import GpuTrainStep
+from wgsl_splat.model import GaussianModel
 from wgsl_splat.render_config import render_config
 from wgsl_splat.strategy.adc import ADCRound, adc_round
 from wgsl_splat.tools.gradcheck import rel_error
@@ -198,3 +201,41 @@ def test_a_view_observation_is_the_same_on_one_and_on_many_bindings(gpu_ctx, sma
         a, b = out
         assert np.any(b[name][1280:] > arrays.stats[name][1280:] + 1e-3), name   # beyond the split
         assert np.linalg.norm(b[name] - a[name]) <= 1e-5 * np.linalg.norm(a[name]), f"seed {seed}"
+
+
+def faint_covering_scene(rng, n: int = 2000):
+    """``n`` faint splats each covering all 3 x 3 tiles of a 33 x 33 image (its loss buffers fit
+    64 KiB too): 9 n pairs, past the 16 384 a 64 KiB binding holds at n = 2000."""
+    model = GaussianModel.random(n, rng, extent=0.3, scale_range=(0.05, 0.1), sh_degree=0,
+                                 dtype=np.float32)
+    model.log_scales[:] = np.log(rng.uniform(1.5, 2.5, (n, 3)))
+    model.opacity_logits[:] = rng.uniform(-4.5, -4.0, n)     # above the 1/255 alpha floor
+    cam = Camera.look_at((0.2, 0.1, -3.0), (0, 0, 0), width=33, height=33, fov_x_deg=60)
+    return model, cam
+
+
+@pytest.mark.parametrize("layout", ["cpu", "gpu"])
+def test_a_view_past_one_binding_of_intersections_renders_clipped_and_says_so(small_ctx, layout):
+    """Issue 33, bad input: a view needing more tile intersections than one storage binding holds
+    is rendered at the capacity there is (its last pairs dropped) and counted for one line, never
+    refused: a training run goes on."""
+    seed = fresh_seed()
+    model, cam = faint_covering_scene(np.random.default_rng(seed))
+    # the sorts' (bin, thread) tables within 64 KiB: 32 threads
+    kind = Layout.of(small_ctx, layout, threads=32)
+    r = GpuRenderer(small_ctx, layout=kind)
+    r.upload_model(model)
+    img = r.render(cam, (0.1, 0.2, 0.3))
+    assert r.capacity == r.max_capacity == SMALL_BINDING // 4, f"seed {seed}"
+    assert r.clipped_renders == 1 and r.most_needed > r.max_capacity, f"seed {seed}"
+    assert np.isfinite(img).all() and img.shape == (33, 33, 3), f"seed {seed}"
+    note = r.clip_note()
+    assert f"needed up to {r.most_needed} tile intersections" in note, note
+    assert f"the {r.max_capacity} this adapter holds in one storage binding" in note, note
+
+    target = np.full((33, 33, 3), 0.5, np.float32)
+    step = GpuTrainStep(small_ctx, model, OptimConfig(), layout=kind)
+    for _ in range(3):
+        step.step(cam, target, view_id=0)
+    losses = step.take_losses()
+    assert np.isfinite(losses).all() and step.counters["clipped_renders"] >= 3, f"seed {seed}"

@@ -31,7 +31,9 @@ overflow flag instead. The host looks at the counters (16 bytes) only (a) togeth
 when the caller asks for the image anyway (same copy, same map), and (b) on the first render after
 the model or the image size changed (the only times the capacity is likely to have to grow). When
 the count exceeds the capacity, the buffers grow to 1.5 x the count and the render is redone, so a
-returned image is always complete. A training loop that renders without read-back can call
+returned image is complete -- unless the view needs more intersections than one storage binding
+holds (:attr:`GpuRenderer.max_capacity`): then it is drawn without the pairs past that, counted in
+:attr:`GpuRenderer.clipped_renders` for the caller's one line (:meth:`GpuRenderer.clip_note`). A training loop that renders without read-back can call
 :meth:`GpuRenderer.check_capacity` (one 16-byte read) whenever it wants a guarantee, e.g. after
 densification; :attr:`GpuRenderer.overflowed` tells whether the last checked render was clipped.
 """
@@ -60,7 +62,7 @@ from .pages import (
     row_window,
 )
 from .pool import STAGING_CHUNK, UNIFORM_USAGE, buffer_usage
-from .runtime import GpuContext, GpuError
+from .runtime import GpuContext
 from .sort import PrefixScan, RadixSorter, grid_2d
 
 COUNTERS_BYTES = 32        # counters[0..8)
@@ -190,6 +192,10 @@ class GpuRenderer:
         self.emit_keys_constants: dict = {}
         self.renders = 0
         self.redos = 0
+        #: renders of a view needing more intersections than one storage binding holds
+        #: (:attr:`max_capacity`): rendered with the pairs past it dropped, never refused
+        self.clipped_renders = 0
+        self.most_needed = 0
         self._project = kernels.PROJECT.variant(self.config).module(self.lib)
         if self.per_splat:
             self._emit = kernels.EMIT_SPLATS.variant(self.config).module(self.lib)
@@ -600,20 +606,38 @@ class GpuRenderer:
             self._check_next = False
             self.overflowed = total > self.capacity
             if not self.overflowed:
-                if readback and chunked:
-                    return self.pool.read_array("image", np.float32, img_bytes // 4).reshape(
-                        self.height, self.width, 3)
-                if readback:
-                    return np.frombuffer(data, np.float32, img_bytes // 4).reshape(
-                        self.height, self.width, 3).copy()
-                return None
-            if total > self.max_capacity:
-                raise GpuError(f"this view needs {total} tile intersections; this adapter holds "
-                               f"at most {self.max_capacity} in one storage binding: render a "
-                               f"smaller image or on the NumPy path (--device cpu)")
+                return self._image(readback, chunked, data, img_slot, img_bytes)
+            if self.capacity >= self.max_capacity:
+                # one binding holds no more: this render dropped the pairs past it (the table's
+                # last tiles', the per-splat emission's farthest splats'); clip_note says so
+                self.note_clipped(1, total)
+                return self._image(readback, chunked, data, img_slot, img_bytes)
             self.ensure_capacity(total)
             self.redos += 1
         raise RuntimeError("intersection capacity did not converge")  # pragma: no cover
+
+    def note_clipped(self, renders: int, needed: int) -> None:
+        self.clipped_renders += int(renders)
+        self.most_needed = max(self.most_needed, int(needed))
+
+    def _image(self, readback, chunked, data, img_slot, img_bytes):
+        """The image of a checked render: from the staging copy, or read after it."""
+        if not readback:
+            return None
+        if chunked:
+            return self.pool.read_array("image", np.float32, img_bytes // 4).reshape(
+                self.height, self.width, 3)
+        return np.frombuffer(data, np.float32, img_bytes // 4).reshape(
+            self.height, self.width, 3).copy()
+
+    def clip_note(self) -> str:
+        """One line on the clipped renders so far (empty when none)."""
+        if not self.clipped_renders:
+            return ""
+        return (f"{self.clipped_renders} render(s) needed up to {self.most_needed} tile "
+                f"intersections, more than the {self.max_capacity} this adapter holds in one "
+                f"storage binding: they were drawn without the pairs past it (a smaller image, "
+                f"fewer Gaussians or --device cpu renders them whole)")
 
     @property
     def count_check_due(self) -> bool:

@@ -211,7 +211,8 @@ class GpuTrainStep(TrainStep):
     @property
     def counters(self) -> dict:
         return dict(self.pool.counters(),
-                    emission_disagreements=self.renderer.emission_disagreements)
+                    emission_disagreements=self.renderer.emission_disagreements,
+                    clipped_renders=self.renderer.clipped_renders)
 
     # -- the antialiased mode's 3D filter -----------------------------------------------------------
     def set_filter_cameras(self, cameras: list[Camera]) -> None:
@@ -467,7 +468,10 @@ class GpuTrainStep(TrainStep):
         totals = counts[slots, 0].astype(np.int64)
         self.max_intersections = max(self.max_intersections, int(totals.max()))
         cap = self.renderer.capacity
-        self.overflowed_steps += int(np.sum(totals > cap))
+        over = int(np.sum(totals > cap))
+        self.overflowed_steps += over
+        if over and cap >= self.renderer.max_capacity:     # no growing past one binding
+            self.renderer.note_clipped(over, int(totals.max()))
         self.renderer.emission_disagreements += int(counts[slots, 2].astype(np.int64).sum())
         if totals.max() > 0.9 * cap:   # grow ahead of need: densification keeps adding splats
             self.renderer.ensure_capacity(int(totals.max() * 1.25))

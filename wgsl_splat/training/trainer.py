@@ -133,6 +133,7 @@ class Trainer:
         self.empty_loss = self.initial_n = None   # set up with the run (the collapse check)
         self.metrics: dict = {}
         self._disagreed_logged = 0
+        self._clipped_logged = 0
         self._lpips: Lpips | None = None
         metrics_path = os.path.join(out_dir, "metrics.json")
         if os.path.exists(metrics_path):
@@ -451,6 +452,10 @@ class Trainer:
                          f"{disagreed} (tile, splat) pairs (its compiler rounded the tile test "
                          f"differently in each); the renders kept within what was counted")
                 self._disagreed_logged = disagreed
+            clipped = self.step.counters.get("clipped_renders", 0)
+            if clipped > self._clipped_logged:
+                self.log(f"note: by step {it}, {self.step.renderer.clip_note()}")
+                self._clipped_logged = clipped
         if on_step is not None:
             on_step(it, self)
         if progress is not None:
