@@ -5,13 +5,19 @@
 Workloads (each a child process, each with a wall-clock limit; at the limit the run gets SIGTERM,
 saves, and what it reached is reported with ``interrupted``), about 9 minutes in all:
 
+- ``checks``: the GPU-vs-NumPy gradient and emission tests on the device, in both layouts
+  (``Layout.of``'s kinds) at the device's own subgroup width, with every read-write buffer's
+  sentinel tail checked after each step (``WGSL_SPLAT_SENTINELS=on``): passed / failed counts;
 - ``lego``: NeRF-synthetic lego at full resolution (800×800), 30 000 steps, white background,
   the 200 test views evaluated at 7 000 and 30 000 (PSNR, SSIM, LPIPS when the package is there);
-- ``lego_r2``: the same at ``-r 2``;
+- ``lego_fast``: the same scene in the fast mode (``--preset fast``), evaluated at its end;
 - ``fox``: fox at ``-r 1`` (1080×1920), ``--strategy adc --preset fast`` (7 000 steps): N, peak
   memory, the densification share of the wall time;
-- ``step_1m``, ``step_3m``: ``bench`` at 1 M and 3 M Gaussians, 1920×1080 (step time, stages,
-  peak memory per buffer).
+- ``step_1m``: ``bench`` at 1 M Gaussians, 1920×1080 (step time, stages and their shares next to
+  msplat's profile on an M4, peak memory per buffer);
+- ``step_3m``, ``emit_4k``, ``emit_8k``: ``bench`` at 3 M Gaussians at 1920×1080, 3840×2160 and
+  7680×4320: emission's threads and its time per intersection at each size (issue 33: at 4K no
+  more than 1.3× that at 1080p).
 
 Per training workload: N, wall time, it/s, peak device memory, the densification share, the held-out
 metrics per evaluated step. One JSON (``--out``) holds everything; the Markdown rows for
@@ -57,16 +63,26 @@ class Train:
 #: a dry run's training: 5 000 random points (the smoke preset's), 20 steps
 DRY = ["--preset", "smoke", "--iters", "20"]
 WORKLOADS = [
-    Train("lego", "lego", ["--white-background", "--eval", "--iters", "30000"], 220,
+    Train("lego", "lego", ["--white-background", "--eval", "--iters", "30000"], 160,
           (7000, 30000), ["--white-background", "--eval", "-r", "16", *DRY]),
-    Train("lego_r2", "lego", ["--white-background", "--eval", "-r", "2", "--iters", "30000"], 100,
-          (7000, 30000), ["--white-background", "--eval", "-r", "16", *DRY]),
-    Train("fox", "fox", ["--eval", "--strategy", "adc", "--preset", "fast"], 130, (7000,),
+    Train("lego_fast", "lego", ["--white-background", "--eval", "--preset", "fast"], 100,
+          (1000, 3000, 5000), ["--white-background", "--eval", "-r", "16", *DRY]),
+    Train("fox", "fox", ["--eval", "--strategy", "adc", "--preset", "fast"], 80, (7000,),
           ["--eval", "-r", "16", *DRY]),
 ]
-#: bench configurations: (name, preset or custom size, limit in seconds)
-STEPS = [("step_1m", "1m", 50), ("step_3m", "3m", 70)]
+#: bench configurations: (name, [N, width, height], limit in seconds)
+STEPS = [("step_1m", (1_000_000, 1920, 1080), 40), ("step_3m", (3_000_000, 1920, 1080), 50),
+         ("emit_4k", (3_000_000, 3840, 2160), 45), ("emit_8k", (3_000_000, 7680, 4320), 60)]
 DRY_STEP = ["-n", "2000", "--width", "96", "--height", "54"]
+#: msplat's stage shares of a step on an Apple M4 (the field's profile on Apple): the raster
+#: backward and the forward render
+MSPLAT_M4 = {"raster backward": 0.54, "forward": 0.29}
+FORWARD_STAGES = ("project", "depth sort", "emit+scan", "rasterize")
+#: the gradient and emission checks the suite runs on the device (pytest node ids)
+CHECKS = ["tests/test_gpu_step.py", "tests/test_gpu_emission.py", "tests/test_gpu_sentinels.py",
+          "tests/test_gpu_degenerate.py", "tests/test_subgroup_widths.py"]
+DRY_CHECKS = ["tests/test_gpu_emission.py"]
+CHECKS_LIMIT_S = 45
 DRY_EVAL = (20,)                 # one evaluation: 200 test views take 5-12 s on lavapipe
 
 
@@ -165,8 +181,33 @@ def run_train(w: Train, args, work: Path, python: str, limit: float) -> dict:
     return result
 
 
-def run_step(name: str, preset: str, limit: float, args, work: Path, python: str) -> dict:
-    size = DRY_STEP if args.dry_run else ["--preset", preset]
+def run_checks(limit: float, args, work: Path, python: str) -> dict:
+    """The checks on the device: pytest in a child process, the sentinel mode on; its counts."""
+    log = work / "checks.log"
+    cmd = [python, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-m", "not slow",
+           *(DRY_CHECKS if args.dry_run else CHECKS)]
+    print(f"[checks] {' '.join(cmd[1:])} (limit {limit:.0f} s)", flush=True)
+    os.environ["WGSL_SPLAT_SENTINELS"] = "on"
+    try:
+        rc, wall, timed_out = run_limited(cmd, limit, log)
+    finally:
+        del os.environ["WGSL_SPLAT_SENTINELS"]
+    text = log.read_text(errors="replace")
+    counts = {k: int(v) for v, k in re.findall(r"(\d+) (passed|failed|skipped|error)", text)}
+    result = {"kind": "checks", "command": cmd[1:], "exit_code": rc, "ok": rc == 0,
+              "wall_s": wall, "interrupted": timed_out, "passed": counts.get("passed", 0),
+              "failed": counts.get("failed", 0) + counts.get("error", 0),
+              "skipped": counts.get("skipped", 0)}
+    if not result["ok"]:
+        result["tail"] = text[-3000:]
+    print(f"[checks] {summary_line('checks', result)}", flush=True)
+    return result
+
+
+def run_step(name: str, size3: tuple, limit: float, args, work: Path, python: str) -> dict:
+    n, width, height = size3
+    size = DRY_STEP if args.dry_run else ["-n", str(n), "--width", str(width),
+                                          "--height", str(height)]
     steps = ["--steps", "2", "--warmup", "1"] if args.dry_run else ["--steps", "10", "--warmup", "3"]
     out = work / f"{name}.json"
     cmd = [python, "-m", "wgsl_splat", "bench", *size, "--device", "gpu", *steps, "--json", str(out)]
@@ -183,7 +224,10 @@ def run_step(name: str, preset: str, limit: float, args, work: Path, python: str
         result.update(adapter=report["machine"].get("adapter"), n=r["n"],
                       size=f"{r['width']}x{r['height']}", step_ms=g["step"]["median_ms"],
                       stages=g.get("stages"), peak_mib=g["peak_bytes"] / 2**20,
-                      bytes_per_gaussian=g["bytes_per_gaussian"], memory=g.get("memory"))
+                      bytes_per_gaussian=g["bytes_per_gaussian"], memory=g.get("memory"),
+                      intersections=g.get("intersections"),
+                      emission_threads=g.get("emission_threads"),
+                      layout=g.get("layout_choices"))
     else:
         result["tail"] = (work / f"{name}.log").read_text(errors="replace")[-2000:]
     print(f"[{name}] {summary_line(name, result)}", flush=True)
@@ -195,6 +239,9 @@ def _f(x, fmt: str, none: str = "—") -> str:
 
 
 def summary_line(name: str, r: dict) -> str:
+    if r["kind"] == "checks":
+        return (f"{r['passed']} passed, {r['failed']} failed, {r['skipped']} skipped in "
+                f"{r['wall_s']:.0f} s{' (interrupted at the limit)' if r['interrupted'] else ''}")
     if not r["ok"]:
         return f"FAILED (exit {r['exit_code']}{', timed out' if r['interrupted'] else ''})"
     if r["kind"] == "step":
@@ -215,6 +262,12 @@ def markdown_rows(report: dict) -> str:
               "LPIPS |"), "|---|---|---|---|---|---|---|---|"]
     steps = []
     for name, r in report["results"].items():
+        if r["kind"] == "checks":
+            steps_checks = (f"{r['passed']} passed, {r['failed']} failed in {r['wall_s']:.0f} s"
+                            f"{' (limit)' if r['interrupted'] else ''}")
+            lines.insert(1, f"\nChecks on the device (both layouts, sentinel tails): "
+                            f"{steps_checks}.")
+            continue
         if r["kind"] == "skipped":
             lines.append(f"| {name} | skipped (the suite's time budget) | | | | | | |")
             continue
@@ -231,16 +284,40 @@ def markdown_rows(report: dict) -> str:
                      f"{r['it_per_s']:.1f} | {r['peak_mib']} | {_f(r['densify_share'], '.1%')} | "
                      f"{evals or '—'} |")
     if steps:
-        lines += ["", "| step | N | size | step ms | peak MiB | B/Gaussian |", "|---|---|---|---|---|---|"]
+        lines += ["", ("| step | N | size | step ms | peak MiB | B/Gaussian | emission ms | "
+                       "threads | ns per intersection |"), "|---|---|---|---|---|---|---|---|---|"]
         for name, r in steps:
             if r["ok"]:
+                emit = (r.get("stages") or {}).get("emit+scan")
+                per = (1e6 * emit / r["intersections"] if emit and r.get("intersections")
+                       else None)
                 lines.append(f"| {name} | {r['n']} | {r['size']} | {r['step_ms']:.2f} | "
-                             f"{r['peak_mib']:.0f} | {r['bytes_per_gaussian']:.0f} |")
+                             f"{r['peak_mib']:.0f} | {r['bytes_per_gaussian']:.0f} | "
+                             f"{_f(emit, '.2f')} | {_f(r.get('emission_threads'), 'd')} | "
+                             f"{_f(per, '.2f')} |")
             else:
-                lines.append(f"| {name} | failed (exit {r['exit_code']}) | | | | |")
+                lines.append(f"| {name} | failed (exit {r['exit_code']}) | | | | | | | |")
+        lines += stage_share_rows(dict(steps))
     lines += ["", ("Targets (issue 23): lego 30 k ≥ 35.9 dB; densification ≤ 3 % of wall time at "
                    "≥ 1 M Gaussians; the step at 1 M Gaussians / 1080p ≤ 15 ms on an H100.")]
     return "\n".join(lines)
+
+
+def stage_share_rows(steps: dict) -> list[str]:
+    """The 1 M / 1080p step's stage shares beside msplat's M4 profile."""
+    r = steps.get("step_1m")
+    stages = (r or {}).get("stages") or {}
+    total = sum(stages.values())
+    if not r or not r.get("ok") or not total:
+        return []
+    rows = ["", "| stage of the 1 M / 1080p step | ms | share | msplat on an M4 |", "|---|---|---|---|"]
+    for k, v in stages.items():
+        rows.append(f"| {k} | {v:.2f} | {v / total:.0%} | "
+                    f"{_f(MSPLAT_M4.get(k), '.0%', '')} |")
+    forward = sum(v for k, v in stages.items() if k in FORWARD_STAGES)
+    rows.append(f"| forward ({', '.join(FORWARD_STAGES)}) | {forward:.2f} | "
+                f"{forward / total:.0%} | {MSPLAT_M4['forward']:.0%} |")
+    return rows
 
 
 def update_docs(path: Path, rows: str) -> None:
@@ -258,7 +335,8 @@ def main(argv=None) -> int:
     p.add_argument("--out", required=True, help="the JSON to write (the Markdown rows beside it)")
     p.add_argument("--data-dir", help="where lego/ and fox/ are ($WGSL_SPLAT_DATA, ../shared/data)")
     p.add_argument("--work", help="run folders and logs (default: a temporary folder, removed)")
-    p.add_argument("--only", help="comma-separated workloads: lego,lego_r2,fox,step_1m,step_3m")
+    p.add_argument("--only", help="comma-separated workloads: checks,lego,lego_fast,fox,step_1m,"
+                                  "step_3m,emit_4k,emit_8k")
     p.add_argument("--adapter", help="the GPU adapter whose name contains this")
     p.add_argument("--limit-scale", type=float, default=1.0,
                    help="multiply every workload's wall-clock limit")
@@ -269,7 +347,7 @@ def main(argv=None) -> int:
     p.add_argument("--update-docs", nargs="?", const=str(DOCS), default=None, metavar="MD",
                    help="replace the gpu_suite block of docs/benchmarks.md (or MD) with the rows")
     args = p.parse_args(argv)
-    names = [w.name for w in WORKLOADS] + [s[0] for s in STEPS]
+    names = ["checks"] + [w.name for w in WORKLOADS] + [s[0] for s in STEPS]
     only = [s.strip() for s in args.only.split(",")] if args.only else names
     unknown = set(only) - set(names)
     if unknown:
@@ -290,15 +368,19 @@ def main(argv=None) -> int:
         return {"kind": "skipped", "ok": False, "exit_code": None, "interrupted": False}
 
     try:
+        if "checks" in only:
+            left = limit(CHECKS_LIMIT_S)
+            report["results"]["checks"] = (run_checks(left, args, work, python) if left >= 20
+                                           else skipped("checks"))
         for w in WORKLOADS:
             if w.name in only:
                 left = limit(w.limit_s)
                 report["results"][w.name] = (run_train(w, args, work, python, left) if left >= 20
                                              else skipped(w.name))
-        for name, preset, own in STEPS:
+        for name, size3, own in STEPS:
             if name in only:
                 left = limit(own)
-                report["results"][name] = (run_step(name, preset, left, args, work, python)
+                report["results"][name] = (run_step(name, size3, left, args, work, python)
                                            if left >= 20 else skipped(name))
     finally:
         if tmp is not None:

@@ -31,13 +31,15 @@ def test_dry_run_writes_the_json_the_rows_and_the_docs_block(tmp_path, lego_dir,
     docs = tmp_path / "benchmarks.md"
     docs.write_text(f"# head\n\n{suite.BEGIN}\nold rows\n{suite.END}\n\ntail\n")
     out = tmp_path / "suite.json"
-    rc = suite.main(["--dry-run", "--only", "lego,step_1m", "--out", str(out), "--data-dir",
+    rc = suite.main(["--dry-run", "--only", "checks,lego,step_1m", "--out", str(out), "--data-dir",
                      str(lego_dir.parent), "--work", str(tmp_path / "work"),
                      "--update-docs", str(docs)])
     report = json.loads(out.read_text())
     assert rc == 0, json.dumps(report, indent=1)[-3000:]
-    assert report["dry_run"] and set(report["results"]) == {"lego", "step_1m"}
+    assert report["dry_run"] and set(report["results"]) == {"checks", "lego", "step_1m"}
     lego, step = report["results"]["lego"], report["results"]["step_1m"]
+    checks = report["results"]["checks"]
+    assert checks["ok"] and checks["passed"] >= 4 and checks["failed"] == 0, checks
     assert lego["ok"] and not lego["interrupted"] and lego["steps"] == 20 and lego["n"] > 0
     assert lego["peak_mib"] > 0 and lego["it_per_s"] > 0 and lego["densify_share"] is not None
     assert list(lego["eval"]) == ["20"]                   # JSON keys
@@ -47,6 +49,8 @@ def test_dry_run_writes_the_json_the_rows_and_the_docs_block(tmp_path, lego_dir,
     assert report["machine"]["adapter"]
     rows = out.with_suffix(".md").read_text()
     assert "| lego | 20 | " in rows and "| step_1m | 2000 | 96x54 |" in rows
+    assert "Checks on the device (both layouts, sentinel tails): " in rows
+    assert "| stage of the 1 M / 1080p step | ms | share | msplat on an M4 |" in rows
     text = docs.read_text()
     assert "old rows" not in text and rows.strip() in text
     assert text.startswith("# head") and text.rstrip().endswith("tail")
