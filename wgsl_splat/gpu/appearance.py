@@ -4,8 +4,8 @@ dispatches of ``shaders/appearance.wgsl`` recorded into the step's pass.
 
 Pool buffers: ``app_state`` (36 floats per view: the 3×4 matrix, Adam's m and v), ``image_app``
 (the transformed image the loss reads), ``grad_app`` (the loss's gradient with respect to it),
-``app_partials`` (12 floats per image row) and the ``app_params`` uniform, written before each
-view's submit (the host keeps the per-view step counts for Adam's bias corrections).
+``app_partials`` (12 floats per 16×16 tile of the image) and the ``app_params`` uniform, written
+before each view's submit (the host keeps the per-view step counts for Adam's bias corrections).
 """
 
 from __future__ import annotations
@@ -23,7 +23,7 @@ class GpuAppearance:
     def __init__(self, gpu: Gpu, views: int, lr: float) -> None:
         self.ctx, self.pool, self.views, self.lr = gpu.ctx, gpu.pool, int(views), float(lr)
         self.module = APPEARANCE.variant().module(gpu.lib)
-        self.wg = self.module.workgroup_size("app_apply")[0]
+        self.tile = self.module.workgroup_size("app_apply")[:2]
         self._apply, self._backward, self._update = (
             self.module.pipeline(e) for e in ("app_apply", "app_backward", "app_update"))
         self._dtype = self.module.struct_dtype("AppParams")
@@ -46,13 +46,17 @@ class GpuAppearance:
         px = self.width * self.height
         for name in ("image_app", "grad_app"):
             self.pool.get(name, 12 * px)
-        self.pool.get("app_partials", 4 * FLOATS * self.height)
+        self.pool.get("app_partials", 4 * FLOATS * self._tiles[0] * self._tiles[1])
         step_size, inv_bc2 = adam_scalars(self.steps, view, self.lr)
         u = np.zeros(1, self._dtype)
         u["dims"] = (self.width, self.height, view, 0)
         u["adam"] = (step_size, inv_bc2, BETA1, BETA2)
         u["misc"] = (EPS, 0.0, 0.0, 0.0)
         self.pool.write("app_params", u)
+
+    @property
+    def _tiles(self) -> tuple[int, int]:
+        return -(-self.width // self.tile[0]), -(-self.height // self.tile[1])
 
     def _bind(self, cpass):
         bg = self.pool.bind_group(self.module, 0, {
@@ -64,12 +68,12 @@ class GpuAppearance:
     def encode_apply(self, cpass) -> None:
         self._bind(cpass)
         cpass.set_pipeline(self._apply)
-        cpass.dispatch_workgroups(-(-self.height // self.wg))
+        cpass.dispatch_workgroups(*self._tiles)
 
     def encode_backward(self, cpass) -> None:
         """Aᵀ·dL/dC' into ``grad_image`` and the Adam update of the view's matrix."""
         self._bind(cpass)
         cpass.set_pipeline(self._backward)
-        cpass.dispatch_workgroups(-(-self.height // self.wg))
-        cpass.set_pipeline(self._update)
+        cpass.dispatch_workgroups(*self._tiles)
+        cpass.set_pipeline(self._update)   # one workgroup: the tiles' partials, then Adam
         cpass.dispatch_workgroups(1)

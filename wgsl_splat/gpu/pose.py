@@ -79,5 +79,5 @@ class GpuPose:
     def encode_update(self, cpass) -> None:
         """After ``project_backward``: the view's dL/dδ and the Adam update of δ."""
         self._bind(cpass)
-        cpass.set_pipeline(self._update)
+        cpass.set_pipeline(self._update)   # one workgroup: the partials' sum, then Adam
         cpass.dispatch_workgroups(1)
