@@ -151,13 +151,14 @@ def _run_passes(ctx, *encoders):
     ctx.queue.submit([enc.finish()])
 
 
+@pytest.mark.parametrize("tiles", [True, False], ids=["tiles", "rows"])
 @pytest.mark.parametrize("width,height", [(37, 23), (5, 40), (333, 275)])
-def test_gpu_appearance_kernels_on_images_off_the_tile(gpu_ctx, width, height):
-    """The three kernels alone on sides that are not multiples of their 16×16 tile, 333×275 with
-    378 tiles (not a multiple of app_update's 256 threads, more than one round of them): fresh
-    random inputs and a prior Adam state, every output poisoned with NaN first, so a pixel left
-    unwritten, a partial read before it is written or summed twice shows; the other views'
-    matrices do not move."""
+def test_gpu_appearance_kernels_on_images_off_the_tile(gpu_ctx, width, height, tiles):
+    """The three kernels alone, in both layouts (Layout.per_view_tiles), on sides that are not
+    multiples of the 16×16 tile nor of the 64 rows per workgroup, 333×275 with 378 tiles (not a
+    multiple of app_update's 256 threads, more than one round of them): fresh random inputs and a
+    prior Adam state, every output poisoned with NaN first, so a pixel left unwritten, a partial
+    read before it is written or summed twice shows; the other views' matrices do not move."""
     from wgsl_splat.contract import per_view
     from wgsl_splat.gpu.appearance import GpuAppearance
     from wgsl_splat.gpu.device import Gpu
@@ -174,7 +175,7 @@ def test_gpu_appearance_kernels_on_images_off_the_tile(gpu_ctx, width, height):
     state.steps[:] = (4, 2, 7)
     image = rng.uniform(0, 1, (height, width, 3)).astype(np.float32)
     grad = (rng.uniform(-1, 2, image.shape) * 1e-3).astype(np.float32)   # sums that do not cancel
-    app = GpuAppearance(gpu, 3, lr)
+    app = GpuAppearance(gpu, 3, lr, tiles=tiles)
     app.upload(state)
     app.prepare(1, width, height)
     for name, data in (("image", image), ("grad_app", grad)):

@@ -333,10 +333,12 @@ def test_gpu_pose_gradient_is_the_same_on_one_and_on_many_bindings(gpu_ctx, smal
         assert close.mean() > 0.99, f"seed {seed}: {name} differs in {np.sum(~close)} entries"
 
 
+@pytest.mark.parametrize("parallel", [True, False], ids=["workgroup", "serial"])
 @pytest.mark.parametrize("partials", [1, 7, 1000])
-def test_gpu_pose_update_sums_every_partial_once(gpu_ctx, partials):
-    """pose_update alone over fresh random partials, 1000 of them (not a multiple of its 256
-    threads, several rounds of them) with NaN past the count: each is summed once, none past it,
+def test_gpu_pose_update_sums_every_partial_once(gpu_ctx, partials, parallel):
+    """The pose update alone, in both layouts (Layout.per_view_tiles), over fresh random partials,
+    1000 of them (not a multiple of its 256 threads, several rounds of them) with NaN past the
+    count: each is summed once, none past it,
     and the correction's gradient and Adam step are the reference's from their sum (a prior Adam
     state, a rotation beyond the Taylor branch); the other views do not move."""
     from types import SimpleNamespace
@@ -357,7 +359,7 @@ def test_gpu_pose_update_sums_every_partial_once(gpu_ctx, partials):
     state.steps[:] = (3, 5, 1)
     w2c = np.linalg.inv(pose.refined_w2c(np.eye(4), random_delta(rng, 0.5, 1.0)))
     parts = rng.uniform(-1, 2, (partials, 3, 4)).astype(np.float32) * 1e-3
-    gp = GpuPose(gpu, 3, lr, extent)
+    gp = GpuPose(gpu, 3, lr, extent, parallel=parallel)
     gp.upload(state)
     gp.prepare(2, SimpleNamespace(world_to_camera=w2c), partials)
     gpu.pool.get("pose_partials", 48 * (partials + 5))

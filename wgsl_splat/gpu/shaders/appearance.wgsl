@@ -1,20 +1,25 @@
 // --appearance (docs/captures.md): the view's affine colour transform C' = A·C + b between the
 // rasteriser and the loss, its backward pass and its Adam update. Math: training/appearance.py.
+// Two layouts (Layout.per_view_tiles), the same partials (3 vec4 each: Σ g_c·(C, 1), c = 0..2):
 //
-//   app_apply    one thread per pixel, 16×16 tiles: image_app = A·image + b
-//   app_backward one thread per pixel, 16×16 tiles: grad_image = Aᵀ·grad_app; the tile's sums of
-//                dL/dA = grad_app·Cᵀ and dL/db = grad_app by a tree in workgroup memory
-//                -> app_partials[3·tile ..] (tile = row-major index of the workgroup)
-//   app_update   one workgroup: each thread sums the partials t ≡ lid (mod WG) in order, a tree
-//                sums the threads, then 12 threads apply Adam to the view's 12 floats in app_state
-//                (params, m, v: 36 floats per view). A fixed order throughout: the result is the
-//                same bits run to run (no float atomics).
+// GPUs, a thread per pixel:
+//   app_apply         16×16 tiles: image_app = A·image + b
+//   app_backward      16×16 tiles: grad_image = Aᵀ·grad_app; the tile's sums of dL/dA =
+//                     grad_app·Cᵀ and dL/db = grad_app by a tree in workgroup memory ->
+//                     app_partials[3·tile ..] (tile = row-major index of the workgroup)
+//   app_update        one workgroup: each thread sums the partials p ≡ lid (mod WG) in order, a
+//                     tree sums the threads, then 12 threads apply Adam to the view's 12 floats
+// CPU adapters (lavapipe), few long threads and no barriers:
+//   app_apply_rows    a thread per image row
+//   app_backward_rows a thread per image row -> app_partials[3·row ..]
+//   app_update_serial one thread: the partials summed in order, then Adam
 //
-// One thread per pixel, not per row: a 480×270 view has only 270 rows, far too few threads for a
-// GPU. 2-D tiles keep the dispatch within 65 535 workgroups a side below 1 M pixels a side.
+// app_state: params, m, v (36 floats per view). Every sum has a fixed order (no float atomics):
+// the same bits run to run. A thread per row leaves a 480×270 view 270 threads, too few for a GPU;
+// 2-D tiles keep its dispatch within 65 535 workgroups a side below 1 M pixels a side.
 
 struct AppParams {
-    dims: vec4<u32>,   // width, height, view, 0
+    dims: vec4<u32>,   // width, height, view, partials (tiles or rows)
     adam: vec4<f32>,   // lr / (1 - β1^t), 1 / sqrt(1 - β2^t), β1, β2
     misc: vec4<f32>,   // ε, 0, 0, 0
 }
@@ -32,6 +37,7 @@ struct AppParams {
 
 const TILE: u32 = 16u;
 const WG: u32 = 256u;       // TILE², and the threads of app_update
+const ROWS_WG: u32 = 64u;
 const FLOATS: u32 = 12u;    // a 3x4 matrix, row-major: A row c = [c·4 .. c·4+2], b_c = [c·4+3]
 
 var<workgroup> wg_sums: array<vec4<f32>, 768>;   // 3 × WG (12 KiB)
@@ -105,8 +111,7 @@ fn app_backward(@builtin(global_invocation_id) gid: vec3<u32>,
 
 @compute @workgroup_size(WG)
 fn app_update(@builtin(local_invocation_index) lid: u32) {
-    let t = tiles();
-    let n = t.x * t.y;
+    let n = ap.dims.w;
     var s0 = vec4<f32>(0.0);
     var s1 = vec4<f32>(0.0);
     var s2 = vec4<f32>(0.0);
@@ -124,16 +129,77 @@ fn app_update(@builtin(local_invocation_index) lid: u32) {
     reduce_rows(lid);
     // Adam on 12 floats: one thread each, the rest idle (the work is the sum above).
     if (lid < FLOATS) {
-        let k = lid;
-        let g = wg_sums[(k / 4u) * WG][k % 4u];
-        let base = ap.dims.z * 3u * FLOATS;
-        let b1 = ap.adam.z;
-        let b2 = ap.adam.w;
-        let mv = adam_moments(g, app_state[base + FLOATS + k], app_state[base + 2u * FLOATS + k],
-                              1.0 - b1, b2, 1.0 - b2);
-        app_state[base + FLOATS + k] = mv.m;
-        app_state[base + 2u * FLOATS + k] = mv.v;
-        app_state[base + k] = adam_view_step(app_state[base + k], mv, ap.adam.x, ap.adam.y,
-                                             ap.misc.x);
+        adam_step(lid, wg_sums[(lid / 4u) * WG][lid % 4u]);
+    }
+}
+
+fn adam_step(k: u32, g: f32) {
+    let base = ap.dims.z * 3u * FLOATS;
+    let b1 = ap.adam.z;
+    let b2 = ap.adam.w;
+    let mv = adam_moments(g, app_state[base + FLOATS + k], app_state[base + 2u * FLOATS + k],
+                          1.0 - b1, b2, 1.0 - b2);
+    app_state[base + FLOATS + k] = mv.m;
+    app_state[base + 2u * FLOATS + k] = mv.v;
+    app_state[base + k] = adam_view_step(app_state[base + k], mv, ap.adam.x, ap.adam.y, ap.misc.x);
+}
+
+@compute @workgroup_size(ROWS_WG)
+fn app_apply_rows(@builtin(global_invocation_id) gid: vec3<u32>) {
+    let y = gid.x;
+    if (y >= ap.dims.y) {
+        return;
+    }
+    let a0 = vec4<f32>(param(0u), param(1u), param(2u), param(3u));
+    let a1 = vec4<f32>(param(4u), param(5u), param(6u), param(7u));
+    let a2 = vec4<f32>(param(8u), param(9u), param(10u), param(11u));
+    for (var x = 0u; x < ap.dims.x; x = x + 1u) {
+        let o = (y * ap.dims.x + x) * 3u;
+        let c = vec4<f32>(image[o], image[o + 1u], image[o + 2u], 1.0);
+        image_app[o] = dot(a0, c);
+        image_app[o + 1u] = dot(a1, c);
+        image_app[o + 2u] = dot(a2, c);
+    }
+}
+
+@compute @workgroup_size(ROWS_WG)
+fn app_backward_rows(@builtin(global_invocation_id) gid: vec3<u32>) {
+    let y = gid.x;
+    if (y >= ap.dims.y) {
+        return;
+    }
+    let a0 = vec3<f32>(param(0u), param(1u), param(2u));
+    let a1 = vec3<f32>(param(4u), param(5u), param(6u));
+    let a2 = vec3<f32>(param(8u), param(9u), param(10u));
+    var s0 = vec4<f32>(0.0);
+    var s1 = vec4<f32>(0.0);
+    var s2 = vec4<f32>(0.0);
+    for (var x = 0u; x < ap.dims.x; x = x + 1u) {
+        let o = (y * ap.dims.x + x) * 3u;
+        let g = vec3<f32>(grad_app[o], grad_app[o + 1u], grad_app[o + 2u]);
+        let c = vec4<f32>(image[o], image[o + 1u], image[o + 2u], 1.0);
+        let gi = g.x * a0 + g.y * a1 + g.z * a2;   // Aᵀ·g
+        grad_image[o] = gi.x;
+        grad_image[o + 1u] = gi.y;
+        grad_image[o + 2u] = gi.z;
+        s0 = s0 + g.x * c;
+        s1 = s1 + g.y * c;
+        s2 = s2 + g.z * c;
+    }
+    app_partials[3u * y] = s0;
+    app_partials[3u * y + 1u] = s1;
+    app_partials[3u * y + 2u] = s2;
+}
+
+@compute @workgroup_size(1)
+fn app_update_serial() {
+    var s = array<vec4<f32>, 3>(vec4<f32>(0.0), vec4<f32>(0.0), vec4<f32>(0.0));
+    for (var p = 0u; p < ap.dims.w; p = p + 1u) {
+        for (var r = 0u; r < 3u; r = r + 1u) {
+            s[r] = s[r] + app_partials[3u * p + r];
+        }
+    }
+    for (var k = 0u; k < FLOATS; k = k + 1u) {
+        adam_step(k, s[k / 4u][k % 4u]);
     }
 }

@@ -12,6 +12,8 @@
 //                thread turns the sum into dL/dδ and applies Adam to the view's 6 floats
 //                (pose_state: params, m, v, 18 floats per view): a few dozen flops, less than a
 //                barrier costs to share.
+//   pose_update_serial  the same on one thread, the partials summed in order: the CPU layout
+//                (Layout.per_view_tiles off), where a workgroup's barriers cost more than the sum.
 
 struct PoseParams {
     w0: vec4<f32>,     // rows of the loaded world-to-camera [R | t]
@@ -118,6 +120,19 @@ fn pose_update(@builtin(local_invocation_index) lid: u32) {
     if (lid == 0u) {
         pose_step(wg_pose[0], wg_pose[WG], wg_pose[2u * WG]);
     }
+}
+
+@compute @workgroup_size(1)
+fn pose_update_serial() {
+    var g0 = vec4<f32>(0.0);
+    var g1 = vec4<f32>(0.0);
+    var g2 = vec4<f32>(0.0);
+    for (var p = 0u; p < pp.dims.y; p = p + 1u) {
+        g0 = g0 + pose_partials[3u * p];
+        g1 = g1 + pose_partials[3u * p + 1u];
+        g2 = g2 + pose_partials[3u * p + 2u];
+    }
+    pose_step(g0, g1, g2);
 }
 
 // g0..g2: the rows of [dL/dR' | dL/dt']
