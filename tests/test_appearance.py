@@ -5,6 +5,7 @@ the option through cfg.json, the checkpoint and --resume, and the refusals."""
 import json
 
 import numpy as np
+import pytest
 
 from wgsl_splat.contract import appearance
 from wgsl_splat.contract.appearance import AppearanceState
@@ -58,10 +59,11 @@ def test_identity_transform_changes_nothing():
     assert np.array_equal(appearance.backward(img, a, d)[0], d)
 
 
-def _steps(gpu_ctx, seed):
+def _steps(gpu_ctx, seed, layout=None):
     from wgsl_splat.contract.optim import OptimConfig
     from wgsl_splat.contract.state import HostArrays
     from wgsl_splat.contract.step import StepSpec
+    from wgsl_splat.gpu.layout import Layout
     from wgsl_splat.gpu.step import GpuTrainStep
     from wgsl_splat.reference.step import CpuTrainStep
     from wgsl_splat.tools.gradcheck import make_problem
@@ -72,7 +74,8 @@ def _steps(gpu_ctx, seed):
     start.params[1] = random_matrix(rng).astype(np.float32)
     spec = StepSpec(OptimConfig(), (0.1, 0.2, 0.3), appearance_views=2)
     out = []
-    for make in (lambda a: CpuTrainStep(a, spec=spec), lambda a: GpuTrainStep(gpu_ctx, a, spec=spec)):
+    for make in (lambda a: CpuTrainStep(a, spec=spec),
+                 lambda a: GpuTrainStep(gpu_ctx, a, spec=spec, layout=Layout.of(gpu_ctx, layout))):
         step = make(HostArrays.fresh(model.copy()))
         step.load_appearance(AppearanceState.from_arrays(
             {k: v.copy() for k, v in start.to_arrays().items()}))
@@ -81,13 +84,15 @@ def _steps(gpu_ctx, seed):
     return out
 
 
-def test_gpu_step_with_appearance_matches_reference(gpu_ctx):
-    """After one step Adam's first moment is 0.1 × the gradient: the matrix's gradient and, through
-    Aᵀ, every parameter's agree with the reference; the other view's matrix does not move."""
+@pytest.mark.parametrize("layout", ["cpu", "gpu"])
+def test_gpu_step_with_appearance_matches_reference(gpu_ctx, layout):
+    """After one step (either layout) Adam's first moment is 0.1 × the gradient: the matrix's
+    gradient and, through Aᵀ, every parameter's agree with the reference; the other view's matrix
+    does not move."""
     from wgsl_splat.tools.gradcheck import rel_error
 
     seed = int(np.random.SeedSequence().entropy % (1 << 32))
-    (cpu, cpu_app), (gpu, gpu_app) = _steps(gpu_ctx, seed)
+    (cpu, cpu_app), (gpu, gpu_app) = _steps(gpu_ctx, seed, layout)
     assert rel_error(gpu_app.m[1], cpu_app.m[1])[0] < 1e-3, f"seed {seed}"
     assert rel_error(gpu_app.params[1], cpu_app.params[1])[0] < 1e-5, f"seed {seed}"
     assert list(gpu_app.steps) == list(cpu_app.steps) == [0, 1]
@@ -135,3 +140,65 @@ def test_appearance_refusals_in_one_line(tmp_path):
     res = CliRunner().invoke(main, ["train", "default", "--out", str(tmp_path / "r3"),
                                     "--appearance", "--devices", "0", "--iters", "2"])
     assert res.exit_code != 0 and "does not combine with --devices" in res.output
+
+
+def _run_passes(ctx, *encoders):
+    enc = ctx.device.create_command_encoder()
+    cpass = enc.begin_compute_pass()
+    for encode in encoders:
+        encode(cpass)
+    cpass.end()
+    ctx.queue.submit([enc.finish()])
+
+
+@pytest.mark.parametrize("tiles", [True, False], ids=["tiles", "rows"])
+@pytest.mark.parametrize("width,height", [(37, 23), (5, 40), (333, 275)])
+def test_gpu_appearance_kernels_on_images_off_the_tile(gpu_ctx, width, height, tiles):
+    """The three kernels alone, in both layouts (Layout.per_view_tiles), on sides that are not
+    multiples of the 16×16 tile nor of the 64 rows per workgroup, 333×275 with 378 tiles (not a
+    multiple of app_update's 256 threads, more than one round of them): fresh random inputs and a
+    prior Adam state, every output poisoned with NaN first, so a pixel left unwritten, a partial
+    read before it is written or summed twice shows; the other views' matrices do not move."""
+    from wgsl_splat.contract import per_view
+    from wgsl_splat.gpu.appearance import GpuAppearance
+    from wgsl_splat.gpu.device import Gpu
+    from wgsl_splat.tools.gradcheck import rel_error
+
+    rng, seed = fresh_rng()
+    gpu = Gpu.of(gpu_ctx)
+    pool, lr, px = gpu.pool, 2e-3, width * height
+    state = AppearanceState.fresh(3)
+    for v in range(3):
+        state.params[v] = random_matrix(rng)
+        state.m[v] = rng.normal(0, 1e-3, (3, 4))
+        state.v[v] = rng.uniform(0, 1e-5, (3, 4))
+    state.steps[:] = (4, 2, 7)
+    image = rng.uniform(0, 1, (height, width, 3)).astype(np.float32)
+    grad = (rng.uniform(-1, 2, image.shape) * 1e-3).astype(np.float32)   # sums that do not cancel
+    app = GpuAppearance(gpu, 3, lr, tiles=tiles)
+    app.upload(state)
+    app.prepare(1, width, height)
+    for name, data in (("image", image), ("grad_app", grad)):
+        pool.get(name, 12 * px)
+        pool.write(name, data)
+    pool.get("grad_image", 12 * px)
+    for name in ("image_app", "grad_image", "app_partials"):
+        pool.write(name, np.full(pool.size(name) // 4, np.nan, np.float32))
+    _run_passes(gpu_ctx, app.encode_apply, app.encode_backward)
+
+    a = state.params[1].copy()
+    got = pool.read_array("image_app", np.float32, 3 * px).reshape(image.shape)
+    np.testing.assert_allclose(got, appearance.apply(image, a), rtol=1e-6, atol=1e-6,
+                               err_msg=f"seed {seed}")
+    d_img, d_a = appearance.backward(image, a, grad)
+    got = pool.read_array("grad_image", np.float32, 3 * px).reshape(image.shape)
+    np.testing.assert_allclose(got, d_img, rtol=1e-6, atol=1e-9, err_msg=f"seed {seed}")
+    expect = AppearanceState.from_arrays({k: v.copy() for k, v in state.to_arrays().items()})
+    per_view.adam_update(expect, 1, d_a, lr)
+    out = app.download()
+    assert list(out.steps) == list(expect.steps) == [4, 3, 7]
+    assert rel_error(out.m[1], expect.m[1])[0] < 1e-5, f"seed {seed}"
+    assert rel_error(out.params[1] - a, expect.params[1] - a)[0] < 1e-4, f"seed {seed}"
+    for v in (0, 2):
+        for k in ("params", "m", "v"):
+            assert np.array_equal(getattr(out, k)[v], getattr(state, k)[v]), f"view {v} {k}"

@@ -185,10 +185,11 @@ def test_pose_opt_refusals_in_one_line(tmp_path):
         assert not (tmp_path / "r3").exists()
 
 
-def _pose_steps(gpu_ctx, seed, config=CLASSIC):
+def _pose_steps(gpu_ctx, seed, config=CLASSIC, layout=None):
     from wgsl_splat.contract.optim import OptimConfig
     from wgsl_splat.contract.state import HostArrays
     from wgsl_splat.contract.step import StepSpec
+    from wgsl_splat.gpu.layout import Layout
     from wgsl_splat.gpu.step import GpuTrainStep
     from wgsl_splat.reference.step import CpuTrainStep
     from wgsl_splat.tools.gradcheck import make_problem
@@ -202,7 +203,8 @@ def _pose_steps(gpu_ctx, seed, config=CLASSIC):
     out = []
     for gpu in (False, True):
         arrays = HostArrays.fresh(model.copy())
-        step = (GpuTrainStep(gpu_ctx, arrays, spec=spec, render_config=config) if gpu
+        step = (GpuTrainStep(gpu_ctx, arrays, spec=spec, render_config=config,
+                             layout=Layout.of(gpu_ctx, layout)) if gpu
                 else CpuTrainStep(arrays, spec=spec, render_config=config))
         step.load_pose(pose.PoseState.from_arrays({k: v.copy() for k, v in start.to_arrays().items()}))
         if gpu:   # poisoned: what the step reads must be what it wrote
@@ -216,15 +218,16 @@ def _pose_steps(gpu_ctx, seed, config=CLASSIC):
     return start, out
 
 
+@pytest.mark.parametrize("layout", ["cpu", "gpu"])
 @pytest.mark.parametrize("config", [CLASSIC, ANTIALIASED], ids=["classic", "antialiased"])
-def test_gpu_step_with_pose_opt_matches_reference(gpu_ctx, config):
-    """Two steps (views 1 and 2, fresh random corrections): after each, Adam's first moment is
-    0.1 × the correction's gradient on both paths; the model's gradients (rendered from the
-    corrected pose) agree; view 0's correction does not move."""
+def test_gpu_step_with_pose_opt_matches_reference(gpu_ctx, config, layout):
+    """Two steps (views 1 and 2, fresh random corrections), in both layouts: after each, Adam's
+    first moment is 0.1 × the correction's gradient on both paths; the model's gradients
+    (rendered from the corrected pose) agree; view 0's correction does not move."""
     from wgsl_splat.tools.gradcheck import rel_error
 
     seed = int(np.random.SeedSequence().entropy % (1 << 32))
-    start, ((cpu, cpu_pose), (gpu, gpu_pose)) = _pose_steps(gpu_ctx, seed, config)
+    start, ((cpu, cpu_pose), (gpu, gpu_pose)) = _pose_steps(gpu_ctx, seed, config, layout)
     assert list(gpu_pose.steps) == list(cpu_pose.steps) == [0, 1, 1]
     assert np.array_equal(gpu_pose.params[0], np.zeros(6, np.float32))
     for v in (1, 2):
@@ -328,3 +331,57 @@ def test_gpu_pose_gradient_is_the_same_on_one_and_on_many_bindings(gpu_ctx, smal
     for name, arr in a.model.arrays().items():
         close = np.isclose(b.model.arrays()[name], arr, rtol=1e-5, atol=1e-6)
         assert close.mean() > 0.99, f"seed {seed}: {name} differs in {np.sum(~close)} entries"
+
+
+@pytest.mark.parametrize("parallel", [True, False], ids=["workgroup", "serial"])
+@pytest.mark.parametrize("partials", [1, 7, 1000])
+def test_gpu_pose_update_sums_every_partial_once(gpu_ctx, partials, parallel):
+    """The pose update alone, in both layouts (Layout.per_view_tiles), over fresh random partials,
+    1000 of them (not a multiple of its 256 threads, several rounds of them) with NaN past the
+    count: each is summed once, none past it,
+    and the correction's gradient and Adam step are the reference's from their sum (a prior Adam
+    state, a rotation beyond the Taylor branch); the other views do not move."""
+    from types import SimpleNamespace
+
+    from wgsl_splat.contract import per_view
+    from wgsl_splat.gpu.device import Gpu
+    from wgsl_splat.gpu.pose import GpuPose
+    from wgsl_splat.tools.gradcheck import rel_error
+
+    rng, seed = fresh_rng()
+    gpu = Gpu.of(gpu_ctx)
+    lr, extent = 1e-3, 1.7
+    state = pose.PoseState.fresh(3)
+    for v in range(3):
+        state.params[v] = random_delta(rng, 0.3, 0.05)
+        state.m[v] = rng.normal(0, 1e-3, 6)
+        state.v[v] = rng.uniform(0, 1e-5, 6)
+    state.steps[:] = (3, 5, 1)
+    w2c = np.linalg.inv(pose.refined_w2c(np.eye(4), random_delta(rng, 0.5, 1.0)))
+    parts = rng.uniform(-1, 2, (partials, 3, 4)).astype(np.float32) * 1e-3
+    gp = GpuPose(gpu, 3, lr, extent, parallel=parallel)
+    gp.upload(state)
+    gp.prepare(2, SimpleNamespace(world_to_camera=w2c), partials)
+    gpu.pool.get("pose_partials", 48 * (partials + 5))
+    poisoned = np.full(gpu.pool.size("pose_partials") // 4, np.nan, np.float32)
+    poisoned[:parts.size] = parts.reshape(-1)
+    gpu.pool.write("pose_partials", poisoned)
+    enc = gpu_ctx.device.create_command_encoder()
+    cpass = enc.begin_compute_pass()
+    gp.encode_update(cpass)
+    cpass.end()
+    gpu_ctx.queue.submit([enc.finish()])
+
+    w32 = w2c.astype(np.float32).astype(np.float64)   # the uniform's pose
+    grad = pose.delta_grad(w32, state.params[2].astype(np.float64),
+                           parts.astype(np.float64).sum(axis=0))
+    expect = pose.PoseState.from_arrays({k: v.copy() for k, v in state.to_arrays().items()})
+    per_view.adam_update(expect, 2, grad, lr, pose.rate_scale(extent))
+    got = gp.download()
+    assert list(got.steps) == list(expect.steps) == [3, 5, 2]
+    assert rel_error(got.m[2], expect.m[2])[0] < 1e-5, f"seed {seed}"
+    assert rel_error(got.params[2] - state.params[2],
+                     expect.params[2] - state.params[2])[0] < 1e-4, f"seed {seed}"
+    for v in (0, 1):
+        for k in ("params", "m", "v"):
+            assert np.array_equal(getattr(got, k)[v], getattr(state, k)[v]), f"view {v} {k}"

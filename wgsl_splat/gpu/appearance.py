@@ -4,8 +4,9 @@ dispatches of ``shaders/appearance.wgsl`` recorded into the step's pass.
 
 Pool buffers: ``app_state`` (36 floats per view: the 3×4 matrix, Adam's m and v), ``image_app``
 (the transformed image the loss reads), ``grad_app`` (the loss's gradient with respect to it),
-``app_partials`` (12 floats per image row) and the ``app_params`` uniform, written before each
-view's submit (the host keeps the per-view step counts for Adam's bias corrections).
+``app_partials`` (12 floats per 16×16 tile of the image, or per image row with ``tiles`` off: the
+CPU layout, ``Layout.per_view_tiles``) and the ``app_params`` uniform, written before each view's
+submit (the host keeps the per-view step counts for Adam's bias corrections).
 """
 
 from __future__ import annotations
@@ -20,12 +21,14 @@ from .pool import UNIFORM_USAGE, buffer_usage
 
 
 class GpuAppearance:
-    def __init__(self, gpu: Gpu, views: int, lr: float) -> None:
+    def __init__(self, gpu: Gpu, views: int, lr: float, tiles: bool = True) -> None:
         self.ctx, self.pool, self.views, self.lr = gpu.ctx, gpu.pool, int(views), float(lr)
         self.module = APPEARANCE.variant().module(gpu.lib)
-        self.wg = self.module.workgroup_size("app_apply")[0]
-        self._apply, self._backward, self._update = (
-            self.module.pipeline(e) for e in ("app_apply", "app_backward", "app_update"))
+        self.tiles = bool(tiles)   # a thread per pixel (GPUs), else per image row (CPU adapters)
+        entries = (("app_apply", "app_backward", "app_update") if self.tiles else
+                   ("app_apply_rows", "app_backward_rows", "app_update_serial"))
+        self.group = self.module.workgroup_size(entries[0])[:2]   # pixels or rows per workgroup
+        self._apply, self._backward, self._update = (self.module.pipeline(e) for e in entries)
         self._dtype = self.module.struct_dtype("AppParams")
         self.pool.get("app_params", 256, buffer_usage(*UNIFORM_USAGE))
         self.pool.get("app_state", 4 * 3 * FLOATS * self.views)
@@ -46,13 +49,23 @@ class GpuAppearance:
         px = self.width * self.height
         for name in ("image_app", "grad_app"):
             self.pool.get(name, 12 * px)
-        self.pool.get("app_partials", 4 * FLOATS * self.height)
+        self.pool.get("app_partials", 4 * FLOATS * self._partials)
         step_size, inv_bc2 = adam_scalars(self.steps, view, self.lr)
         u = np.zeros(1, self._dtype)
-        u["dims"] = (self.width, self.height, view, 0)
+        u["dims"] = (self.width, self.height, view, self._partials)
         u["adam"] = (step_size, inv_bc2, BETA1, BETA2)
         u["misc"] = (EPS, 0.0, 0.0, 0.0)
         self.pool.write("app_params", u)
+
+    @property
+    def _grid(self) -> tuple[int, int]:
+        if not self.tiles:
+            return -(-self.height // self.group[0]), 1
+        return -(-self.width // self.group[0]), -(-self.height // self.group[1])
+
+    @property
+    def _partials(self) -> int:   # the backward pass's partial sums: one per tile, or per row
+        return self._grid[0] * self._grid[1] if self.tiles else self.height
 
     def _bind(self, cpass):
         bg = self.pool.bind_group(self.module, 0, {
@@ -64,12 +77,12 @@ class GpuAppearance:
     def encode_apply(self, cpass) -> None:
         self._bind(cpass)
         cpass.set_pipeline(self._apply)
-        cpass.dispatch_workgroups(-(-self.height // self.wg))
+        cpass.dispatch_workgroups(*self._grid)
 
     def encode_backward(self, cpass) -> None:
         """Aᵀ·dL/dC' into ``grad_image`` and the Adam update of the view's matrix."""
         self._bind(cpass)
         cpass.set_pipeline(self._backward)
-        cpass.dispatch_workgroups(-(-self.height // self.wg))
-        cpass.set_pipeline(self._update)
+        cpass.dispatch_workgroups(*self._grid)
+        cpass.set_pipeline(self._update)   # one workgroup: the partials' sum, then Adam
         cpass.dispatch_workgroups(1)

@@ -207,7 +207,7 @@ def declared_variants(statistics_sets=(STANDARD, ())) -> list[tuple[KernelVarian
     out += [(loss(variant), True) for variant in ("tiled", "lines")]
     base = Layout(raster_rows=16, raster_cols=2, raster_skip=False, threads=256,
                   parallel_scan=False, loss_variant="lines", float_atomics=False, subgroups=False,
-                  emission="table")
+                  emission="table", per_view_tiles=False)
     terms = [list(chosen) for k in range(len(PARAM_TERMS) + 1)
              for chosen in itertools.combinations(PARAM_TERMS, k)]
     for config in configs.values():

@@ -41,6 +41,8 @@ class Layout:
     float_atomics: bool    # raster backward's hardware float atomics, else a CAS loop
     subgroups: bool        # raster backward's subgroup reduction, else through workgroup memory
     emission: str          # EMISSIONS: the pairs' emission
+    per_view_tiles: bool   # appearance/pose kernels: a thread per pixel and workgroup-tree sums,
+                           # else a thread per image row and one-thread sums (no barriers)
 
     def __post_init__(self) -> None:
         if self.raster_rows not in RASTER_ROWS:
@@ -92,7 +94,11 @@ class Layout:
             # A GPU needs threads that grow with N: the table's are bounded by its size (2 056 at
             # 1080p: 36 % of the step at 1 M Gaussians on an H200); lavapipe's few cores run the
             # table without a sort of the pairs (the sort cost more than the rest of the render).
-            emission=str(given.get("emission", "table" if cpu else "splats")))
+            emission=str(given.get("emission", "table" if cpu else "splats")),
+            # A GPU needs a thread per pixel (a 270-row view is 270 threads); on lavapipe the
+            # per-pixel tiles and their barriers measured 4-10x slower than a thread per row
+            # (docs/benchmarks.md).
+            per_view_tiles=bool(given.get("per_view_tiles", not cpu)))
         layout.check(ctx)
         return layout
 

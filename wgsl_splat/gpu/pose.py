@@ -28,11 +28,14 @@ CAMERA_BYTES = 64   # w2c0, w2c1, w2c2, cam_pos: the first four vec4 of RenderPa
 
 
 class GpuPose:
-    def __init__(self, gpu: Gpu, views: int, lr: float, extent: float) -> None:
+    def __init__(self, gpu: Gpu, views: int, lr: float, extent: float,
+                 parallel: bool = True) -> None:
         self.ctx, self.pool, self.views = gpu.ctx, gpu.pool, int(views)
         self.lr, self.extent = float(lr), float(extent)
         self.module = POSE.variant().module(gpu.lib)
-        self._apply, self._update = (self.module.pipeline(e) for e in ("pose_apply", "pose_update"))
+        # the partials summed by a workgroup (GPUs) or by one thread (CPU adapters: no barriers)
+        self._apply, self._update = (self.module.pipeline(e) for e in (
+            "pose_apply", "pose_update" if parallel else "pose_update_serial"))
         self._dtype = self.module.struct_dtype("PoseParams")
         self.pool.get("pose_params", 256, buffer_usage(*UNIFORM_USAGE))
         self.pool.get("pose_state", 4 * 3 * FLOATS * self.views)
@@ -79,5 +82,5 @@ class GpuPose:
     def encode_update(self, cpass) -> None:
         """After ``project_backward``: the view's dL/dδ and the Adam update of δ."""
         self._bind(cpass)
-        cpass.set_pipeline(self._update)
+        cpass.set_pipeline(self._update)   # one workgroup (or thread): the partials' sum, Adam
         cpass.dispatch_workgroups(1)

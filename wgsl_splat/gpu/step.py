@@ -110,12 +110,13 @@ class GpuTrainStep(TrainStep):
             self.adam.fused_dtype(self.backward.fused_module().struct_dtype("FusedAdam"))
         self.app = None
         if self.appearance is not None:   # --appearance: the matrices live on the device
-            self.app = GpuAppearance(self.gpu, len(self.appearance.params), config.appearance_lr)
+            self.app = GpuAppearance(self.gpu, len(self.appearance.params), config.appearance_lr,
+                                     tiles=self.layout.per_view_tiles)
             self.app.upload(self.appearance)
         self.pose_opt = None
         if self.pose is not None:   # --pose-opt: the corrections live on the device
             self.pose_opt = GpuPose(self.gpu, len(self.pose.params), config.pose_lr,
-                                    config.extent)
+                                    config.extent, parallel=self.layout.per_view_tiles)
             self.pose_opt.upload(self.pose)
         self.history = int(history)
         self.pool.get("step_counts", COUNTERS_BYTES * self.history)

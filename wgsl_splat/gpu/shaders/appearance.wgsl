@@ -1,17 +1,25 @@
 // --appearance (docs/captures.md): the view's affine colour transform C' = A·C + b between the
 // rasteriser and the loss, its backward pass and its Adam update. Math: training/appearance.py.
+// Two layouts (Layout.per_view_tiles), the same partials (3 vec4 each: Σ g_c·(C, 1), c = 0..2):
 //
-//   app_apply    one thread per image row: image_app = A·image + b
-//   app_backward one thread per image row: grad_image = Aᵀ·grad_app; the row's sums of
-//                dL/dA = grad_app·Cᵀ and dL/db = grad_app -> partials[row·12 ..]
-//   app_update   one thread: the partials summed in row order (deterministic), then Adam on the
-//                view's 12 floats in app_state (params, m, v: 36 floats per view)
+// GPUs, a thread per pixel:
+//   app_apply         16×16 tiles: image_app = A·image + b
+//   app_backward      16×16 tiles: grad_image = Aᵀ·grad_app; the tile's sums of dL/dA =
+//                     grad_app·Cᵀ and dL/db = grad_app by a tree in workgroup memory ->
+//                     app_partials[3·tile ..] (tile = row-major index of the workgroup)
+//   app_update        one workgroup: each thread sums the partials p ≡ lid (mod WG) in order, a
+//                     tree sums the threads, then 12 threads apply Adam to the view's 12 floats
+// CPU adapters (lavapipe), few long threads and no barriers:
+//   app_apply_rows    a thread per image row
+//   app_backward_rows a thread per image row -> app_partials[3·row ..]
+//   app_update_serial one thread: the partials summed in order, then Adam
 //
-// No workgroup memory and no barriers (cheap on CPU adapters too); one thread per row keeps the
-// dispatch 1D for any image height below 64·65535.
+// app_state: params, m, v (36 floats per view). Every sum has a fixed order (no float atomics):
+// the same bits run to run. A thread per row leaves a 480×270 view 270 threads, too few for a GPU;
+// 2-D tiles keep its dispatch within 65 535 workgroups a side below 1 M pixels a side.
 
 struct AppParams {
-    dims: vec4<u32>,   // width, height, view, 0
+    dims: vec4<u32>,   // width, height, view, partials (tiles or rows)
     adam: vec4<f32>,   // lr / (1 - β1^t), 1 / sqrt(1 - β2^t), β1, β2
     misc: vec4<f32>,   // ε, 0, 0, 0
 }
@@ -22,19 +30,122 @@ struct AppParams {
 @group(0) @binding(3) var<storage, read> grad_app: array<f32>;
 @group(0) @binding(4) var<storage, read_write> grad_image: array<f32>;
 @group(0) @binding(5) var<storage, read_write> app_state: array<f32>;
-@group(0) @binding(6) var<storage, read_write> app_partials: array<f32>;
+// per tile: Σ g_c·(C, 1) for c = 0, 1, 2 (row c of [dL/dA | dL/db])
+@group(0) @binding(6) var<storage, read_write> app_partials: array<vec4<f32>>;
 
 #include "adam_update.wgsl"
 
-const WG: u32 = 64u;
+const TILE: u32 = 16u;
+const WG: u32 = 256u;       // TILE², and the threads of app_update
+const ROWS_WG: u32 = 64u;
 const FLOATS: u32 = 12u;    // a 3x4 matrix, row-major: A row c = [c·4 .. c·4+2], b_c = [c·4+3]
+
+var<workgroup> wg_sums: array<vec4<f32>, 768>;   // 3 × WG (12 KiB)
 
 fn param(k: u32) -> f32 {
     return app_state[ap.dims.z * 3u * FLOATS + k];
 }
 
-@compute @workgroup_size(WG)
+fn tiles() -> vec2<u32> {
+    return (ap.dims.xy + vec2<u32>(TILE - 1u)) / TILE;
+}
+
+// Sums wg_sums' three rows of WG into their first elements (every thread calls it: barriers).
+fn reduce_rows(lid: u32) {
+    workgroupBarrier();
+    for (var s = WG / 2u; s > 0u; s = s >> 1u) {
+        if (lid < s) {
+            for (var r = 0u; r < 3u; r = r + 1u) {
+                wg_sums[r * WG + lid] = wg_sums[r * WG + lid] + wg_sums[r * WG + lid + s];
+            }
+        }
+        workgroupBarrier();
+    }
+}
+
+@compute @workgroup_size(TILE, TILE)
 fn app_apply(@builtin(global_invocation_id) gid: vec3<u32>) {
+    if (gid.x >= ap.dims.x || gid.y >= ap.dims.y) {
+        return;
+    }
+    let a0 = vec4<f32>(param(0u), param(1u), param(2u), param(3u));
+    let a1 = vec4<f32>(param(4u), param(5u), param(6u), param(7u));
+    let a2 = vec4<f32>(param(8u), param(9u), param(10u), param(11u));
+    let o = (gid.y * ap.dims.x + gid.x) * 3u;
+    let c = vec4<f32>(image[o], image[o + 1u], image[o + 2u], 1.0);
+    image_app[o] = dot(a0, c);
+    image_app[o + 1u] = dot(a1, c);
+    image_app[o + 2u] = dot(a2, c);
+}
+
+@compute @workgroup_size(TILE, TILE)
+fn app_backward(@builtin(global_invocation_id) gid: vec3<u32>,
+                @builtin(local_invocation_index) lid: u32,
+                @builtin(workgroup_id) wid: vec3<u32>) {
+    var s0 = vec4<f32>(0.0);   // this pixel's g_c·(C, 1); zero outside the image
+    var s1 = vec4<f32>(0.0);
+    var s2 = vec4<f32>(0.0);
+    if (gid.x < ap.dims.x && gid.y < ap.dims.y) {   // no return: the tree below has barriers
+        let a0 = vec3<f32>(param(0u), param(1u), param(2u));
+        let a1 = vec3<f32>(param(4u), param(5u), param(6u));
+        let a2 = vec3<f32>(param(8u), param(9u), param(10u));
+        let o = (gid.y * ap.dims.x + gid.x) * 3u;
+        let g = vec3<f32>(grad_app[o], grad_app[o + 1u], grad_app[o + 2u]);
+        let c = vec4<f32>(image[o], image[o + 1u], image[o + 2u], 1.0);
+        let gi = g.x * a0 + g.y * a1 + g.z * a2;   // Aᵀ·g
+        grad_image[o] = gi.x;
+        grad_image[o + 1u] = gi.y;
+        grad_image[o + 2u] = gi.z;
+        s0 = g.x * c;
+        s1 = g.y * c;
+        s2 = g.z * c;
+    }
+    wg_sums[lid] = s0;
+    wg_sums[WG + lid] = s1;
+    wg_sums[2u * WG + lid] = s2;
+    reduce_rows(lid);
+    if (lid < 3u) {
+        app_partials[3u * (wid.y * tiles().x + wid.x) + lid] = wg_sums[lid * WG];
+    }
+}
+
+@compute @workgroup_size(WG)
+fn app_update(@builtin(local_invocation_index) lid: u32) {
+    let n = ap.dims.w;
+    var s0 = vec4<f32>(0.0);
+    var s1 = vec4<f32>(0.0);
+    var s2 = vec4<f32>(0.0);
+    for (var base = 0u; base < n; base = base + WG) {   // a uniform bound: n from the uniform
+        let p = base + lid;
+        if (p < n) {
+            s0 = s0 + app_partials[3u * p];
+            s1 = s1 + app_partials[3u * p + 1u];
+            s2 = s2 + app_partials[3u * p + 2u];
+        }
+    }
+    wg_sums[lid] = s0;
+    wg_sums[WG + lid] = s1;
+    wg_sums[2u * WG + lid] = s2;
+    reduce_rows(lid);
+    // Adam on 12 floats: one thread each, the rest idle (the work is the sum above).
+    if (lid < FLOATS) {
+        adam_step(lid, wg_sums[(lid / 4u) * WG][lid % 4u]);
+    }
+}
+
+fn adam_step(k: u32, g: f32) {
+    let base = ap.dims.z * 3u * FLOATS;
+    let b1 = ap.adam.z;
+    let b2 = ap.adam.w;
+    let mv = adam_moments(g, app_state[base + FLOATS + k], app_state[base + 2u * FLOATS + k],
+                          1.0 - b1, b2, 1.0 - b2);
+    app_state[base + FLOATS + k] = mv.m;
+    app_state[base + 2u * FLOATS + k] = mv.v;
+    app_state[base + k] = adam_view_step(app_state[base + k], mv, ap.adam.x, ap.adam.y, ap.misc.x);
+}
+
+@compute @workgroup_size(ROWS_WG)
+fn app_apply_rows(@builtin(global_invocation_id) gid: vec3<u32>) {
     let y = gid.x;
     if (y >= ap.dims.y) {
         return;
@@ -51,8 +162,8 @@ fn app_apply(@builtin(global_invocation_id) gid: vec3<u32>) {
     }
 }
 
-@compute @workgroup_size(WG)
-fn app_backward(@builtin(global_invocation_id) gid: vec3<u32>) {
+@compute @workgroup_size(ROWS_WG)
+fn app_backward_rows(@builtin(global_invocation_id) gid: vec3<u32>) {
     let y = gid.x;
     if (y >= ap.dims.y) {
         return;
@@ -60,7 +171,7 @@ fn app_backward(@builtin(global_invocation_id) gid: vec3<u32>) {
     let a0 = vec3<f32>(param(0u), param(1u), param(2u));
     let a1 = vec3<f32>(param(4u), param(5u), param(6u));
     let a2 = vec3<f32>(param(8u), param(9u), param(10u));
-    var s0 = vec4<f32>(0.0);   // Σ g_c·(C, 1) for c = 0, 1, 2
+    var s0 = vec4<f32>(0.0);
     var s1 = vec4<f32>(0.0);
     var s2 = vec4<f32>(0.0);
     for (var x = 0u; x < ap.dims.x; x = x + 1u) {
@@ -75,29 +186,20 @@ fn app_backward(@builtin(global_invocation_id) gid: vec3<u32>) {
         s1 = s1 + g.y * c;
         s2 = s2 + g.z * c;
     }
-    let p = y * FLOATS;
-    for (var k = 0u; k < 4u; k = k + 1u) {
-        app_partials[p + k] = s0[k];
-        app_partials[p + 4u + k] = s1[k];
-        app_partials[p + 8u + k] = s2[k];
-    }
+    app_partials[3u * y] = s0;
+    app_partials[3u * y + 1u] = s1;
+    app_partials[3u * y + 2u] = s2;
 }
 
 @compute @workgroup_size(1)
-fn app_update() {
-    let base = ap.dims.z * 3u * FLOATS;
-    let b1 = ap.adam.z;
-    let b2 = ap.adam.w;
-    for (var k = 0u; k < FLOATS; k = k + 1u) {
-        var g = 0.0;
-        for (var y = 0u; y < ap.dims.y; y = y + 1u) {
-            g = g + app_partials[y * FLOATS + k];
+fn app_update_serial() {
+    var s = array<vec4<f32>, 3>(vec4<f32>(0.0), vec4<f32>(0.0), vec4<f32>(0.0));
+    for (var p = 0u; p < ap.dims.w; p = p + 1u) {
+        for (var r = 0u; r < 3u; r = r + 1u) {
+            s[r] = s[r] + app_partials[3u * p + r];
         }
-        let mv = adam_moments(g, app_state[base + FLOATS + k], app_state[base + 2u * FLOATS + k],
-                              1.0 - b1, b2, 1.0 - b2);
-        app_state[base + FLOATS + k] = mv.m;
-        app_state[base + 2u * FLOATS + k] = mv.v;
-        app_state[base + k] = adam_view_step(app_state[base + k], mv, ap.adam.x, ap.adam.y,
-                                             ap.misc.x);
+    }
+    for (var k = 0u; k < FLOATS; k = k + 1u) {
+        adam_step(k, s[k / 4u][k % 4u]);
     }
 }

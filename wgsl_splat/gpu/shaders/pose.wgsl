@@ -3,10 +3,17 @@
 //
 //   pose_apply   one thread: W' = Δ·W from the view's δ = (τ, ω) in pose_state and the loaded
 //                [R | t] -> pose_camera (the rows of [R' | t'] and the centre −R'ᵀt': the first
-//                64 bytes of RenderParams, copied there before the step's pass)
-//   pose_update  one thread: the per-workgroup partials of [dL/dR' | dL/dt'] that
-//                project_backward.wgsl wrote, summed in order (deterministic); dL/dδ; Adam on the
-//                view's 6 floats (pose_state: params, m, v, 18 floats per view)
+//                64 bytes of RenderParams, copied there before the step's pass). One 3×3 product
+//                and 16 floats written: there is nothing to share among threads.
+//   pose_update  one workgroup: the per-workgroup partials of [dL/dR' | dL/dt'] that
+//                project_backward.wgsl wrote (one per 256 Gaussians: 3 900 at 1 M), each thread
+//                summing those p ≡ lid (mod WG) in order and a tree in workgroup memory summing
+//                the threads: a fixed order, the same bits run to run (no float atomics). Then one
+//                thread turns the sum into dL/dδ and applies Adam to the view's 6 floats
+//                (pose_state: params, m, v, 18 floats per view): a few dozen flops, less than a
+//                barrier costs to share.
+//   pose_update_serial  the same on one thread, the partials summed in order: the CPU layout
+//                (Layout.per_view_tiles off), where a workgroup's barriers cost more than the sum.
 
 struct PoseParams {
     w0: vec4<f32>,     // rows of the loaded world-to-camera [R | t]
@@ -25,6 +32,9 @@ struct PoseParams {
 #include "adam_update.wgsl"
 
 const FLOATS: u32 = 6u;
+const WG: u32 = 256u;
+
+var<workgroup> wg_pose: array<vec4<f32>, 768>;   // 3 × WG (12 KiB): rows of the threads' sums
 
 fn hat(v: vec3<f32>) -> mat3x3<f32> {   // [v]×, built from columns
     return mat3x3<f32>(vec3<f32>(0.0, v.z, -v.y), vec3<f32>(-v.z, 0.0, v.x),
@@ -81,16 +91,52 @@ fn pose_apply() {
     pose_camera[3] = vec4<f32>(-(rt * t), 0.0);   // −R'ᵀt'
 }
 
+@compute @workgroup_size(WG)
+fn pose_update(@builtin(local_invocation_index) lid: u32) {
+    let n = pp.dims.y;
+    var s0 = vec4<f32>(0.0);
+    var s1 = vec4<f32>(0.0);
+    var s2 = vec4<f32>(0.0);
+    for (var base = 0u; base < n; base = base + WG) {   // a uniform bound: n from the uniform
+        let p = base + lid;
+        if (p < n) {
+            s0 = s0 + pose_partials[3u * p];
+            s1 = s1 + pose_partials[3u * p + 1u];
+            s2 = s2 + pose_partials[3u * p + 2u];
+        }
+    }
+    wg_pose[lid] = s0;
+    wg_pose[WG + lid] = s1;
+    wg_pose[2u * WG + lid] = s2;
+    workgroupBarrier();
+    for (var s = WG / 2u; s > 0u; s = s >> 1u) {
+        if (lid < s) {
+            for (var r = 0u; r < 3u; r = r + 1u) {
+                wg_pose[r * WG + lid] = wg_pose[r * WG + lid] + wg_pose[r * WG + lid + s];
+            }
+        }
+        workgroupBarrier();
+    }
+    if (lid == 0u) {
+        pose_step(wg_pose[0], wg_pose[WG], wg_pose[2u * WG]);
+    }
+}
+
 @compute @workgroup_size(1)
-fn pose_update() {
-    var g0 = vec4<f32>(0.0);   // rows of [dL/dR' | dL/dt']
+fn pose_update_serial() {
+    var g0 = vec4<f32>(0.0);
     var g1 = vec4<f32>(0.0);
     var g2 = vec4<f32>(0.0);
-    for (var w = 0u; w < pp.dims.y; w = w + 1u) {
-        g0 = g0 + pose_partials[3u * w];
-        g1 = g1 + pose_partials[3u * w + 1u];
-        g2 = g2 + pose_partials[3u * w + 2u];
+    for (var p = 0u; p < pp.dims.y; p = p + 1u) {
+        g0 = g0 + pose_partials[3u * p];
+        g1 = g1 + pose_partials[3u * p + 1u];
+        g2 = g2 + pose_partials[3u * p + 2u];
     }
+    pose_step(g0, g1, g2);
+}
+
+// g0..g2: the rows of [dL/dR' | dL/dt']
+fn pose_step(g0: vec4<f32>, g1: vec4<f32>, g2: vec4<f32>) {
     let w = vec3<f32>(delta(3u), delta(4u), delta(5u));
     let t = vec3<f32>(pp.w0.w, pp.w1.w, pp.w2.w);
     // dL/dexp(ω) = G_R·Rᵀ + g_t·tᵀ (rows), with R the loaded rotation (rows w0..w2)
