@@ -16,6 +16,7 @@ from .common import (
     DROP_NONFINITE,
     RENDER_MODE,
     gpu_context,
+    load_cameras_json,
     load_model_and_mode,
     load_training_data,
     parse_color,
@@ -34,7 +35,8 @@ class ViewRequest:
     model_path: str = argument(type=click.Path(dir_okay=False))
     data: str | None = flag(
         "--data", default=None,
-        help=f"A scene ({scene_formats_text()}, or 'default') whose cameras N/B step through.")
+        help=f"A scene ({scene_formats_text()}, or 'default') whose cameras N/B step through "
+             f"(default: the cameras.json of the model's run, when there is one).")
     resolution: int = flag(
         "-r", "--resolution", type=click.IntRange(min=1), default=1, show_default=True,
         help="Downscale factor of the scene's cameras (as in training).")
@@ -86,14 +88,14 @@ def serve_web(request: ViewRequest, background) -> None:
     check_port(r.host, r.port)
     model, mode = load_model_and_mode(r.model_path, r.drop_nonfinite)
     config = render_mode_for(mode, r.antialiased, click.echo)
-    cameras = (list(load_training_data(r.data, r.resolution, False, background).cameras)
-               if r.data else [])
+    cameras, train = view_cameras(r, background)
     render, path_name = make_renderer("auto", r.adapter_filter, click.echo, config)
     gpu = path_name.startswith("gpu")
     if gpu:   # upload now: a model too large for the adapter is one line before serving
         render(model, Camera(np.eye(4), 8.0, 8.0, 4.0, 4.0, 8, 8), background)
     viewer = WebViewer(r.host, r.port, title=f"wgsl_splat — {os.path.basename(r.model_path)}",
-                       mode=config.mode, scene=WebScene(cameras, points=model.means),
+                       mode=config.mode,
+                       scene=WebScene(cameras, points=model.means, initial=train[0] if train else 0),
                        log=click.echo, max_pixels=1920 * 1080 if gpu else 320 * 240,
                        announce=True)
     click.echo(f"Web viewer: {viewer.url} — {len(model)} Gaussians ({config.mode}) rendered on "
@@ -102,10 +104,27 @@ def serve_web(request: ViewRequest, background) -> None:
     click.echo(f"web viewer stopped after {viewer.frames} frames")
 
 
+def view_cameras(request: ViewRequest, background) -> tuple[list[Camera], list[int]]:
+    """The cameras the viewers show and start through, and which of them trained: --data's
+    (every one), else those of the model's run (its cameras.json), else none."""
+    from .view_camera import run_cameras_path
+
+    if request.data:
+        cameras = list(load_training_data(request.data, request.resolution, False,
+                                          background).cameras)
+        return cameras, list(range(len(cameras)))
+    path = run_cameras_path(request.model_path)
+    if path is None:
+        return [], []
+    cameras, train = load_cameras_json(path)
+    click.echo(f"{len(cameras)} cameras from {path}")
+    return cameras, train
+
+
 def open_viewer(request: ViewRequest, background) -> None:
     """``view``: the model in a window until it is closed (or ``--frames``, ``--screenshot``)."""
     from ..gpu.renderer import GpuRenderer
-    from .view_camera import OrbitCamera
+    from .view_camera import start_view
     from .viewer import Viewer, ViewerError
 
     r = request
@@ -116,9 +135,7 @@ def open_viewer(request: ViewRequest, background) -> None:
         raise UserError(f"--size takes WIDTHxHEIGHT, got {r.size!r}") from None
     model, mode = load_model_and_mode(r.model_path, r.drop_nonfinite)
     config = render_mode_for(mode, r.antialiased, click.echo)
-    cameras = []
-    if r.data:
-        cameras = list(load_training_data(r.data, r.resolution, False, background).cameras)
+    cameras, train = view_cameras(r, background)
     ctx = gpu_context("gpu", r.adapter_filter, click.echo, "the viewer renders on the GPU")
     # The window's surface is one texture, the image one storage buffer: a size beyond either
     # would abort the process in the driver (a Rust panic), not raise.
@@ -130,17 +147,14 @@ def open_viewer(request: ViewRequest, background) -> None:
     renderer = GpuRenderer(ctx, config=config)
     upload_to_gpu(renderer, model, "the viewer renders on the GPU; render views with "
                                    "'render --device cpu' instead", w * h)
-    if cameras:
-        center = np.median(model.means, axis=0) if len(model) else np.zeros(3)
-        orbit = OrbitCamera.from_camera(cameras[0], float(np.linalg.norm(center - cameras[0].center)) or 1.0)
-    else:
-        orbit = OrbitCamera.for_points(model.means)
+    orbit, first = start_view(cameras, train, model.means)
     try:
         viewer = Viewer(renderer, orbit, size=(w, h),
                         title=f"wgsl_splat — {os.path.basename(r.model_path)} ({config.mode})",
                         cameras=cameras, background=background)
     except ViewerError as exc:
         raise UserError(str(exc)) from None
+    viewer.set_home_camera(first)
     frames = r.frames
     if r.screenshot:
         viewer.request_screenshot(r.screenshot)
