@@ -8,9 +8,11 @@ from __future__ import annotations
 
 import json
 import math
+import time
 
 import numpy as np
 import pytest
+from external_tools import missing
 
 from wgsl_splat.app.common import load_cameras_json
 from wgsl_splat.app.view import ViewRequest, view_cameras
@@ -179,3 +181,52 @@ def test_frusta_never_cover_the_view_they_belong_to(spacing):
     # a frustum that is drawn is at least two of its depths away: its outline spans a small part
     # of a 50 degree view, never the whole of it
     assert (np.linalg.norm(centers[~hidden] - centers[10], axis=1) >= 2 * depth).all()
+
+
+def test_each_browser_hides_the_frusta_near_its_eye():
+    """A browser (viser's protocol, no page) gets its own outlines: at first all but the camera the
+    page opens through; after it moves to another camera, all but that one; none once unticked."""
+    try:
+        import msgspec
+        import viser
+        from viser._messages import ViewerCameraMessage
+        from websockets.sync.client import connect
+    except ImportError:
+        missing("viser", "pip install 'wgsl_splat[web]'")
+    from wgsl_splat.app.web_viewer import WebScene, WebViewer, matrix_to_quat
+
+    cams = ring(8)
+    warnings = []
+    viewer = WebViewer("127.0.0.1", 0, title="t", mode="classic", log=warnings.append,
+                       scene=WebScene(cams, points=np.zeros((10, 3)), initial=2))
+
+    def send(ws, cam):
+        msg = ViewerCameraMessage(
+            wxyz=tuple(matrix_to_quat(cam.rotation.T)), position=tuple(cam.center), fov=0.9,
+            near=0.01, far=100.0, image_height=90, image_width=120, look_at=(0.0, 0.0, 0.0),
+            up_direction=(0.0, -1.0, 0.0))
+        ws.send(msgspec.msgpack.encode(msg.as_serializable_dict()))
+
+    def settled(want) -> bool:
+        deadline = time.monotonic() + 20
+        while time.monotonic() < deadline:
+            entries = list(viewer._clients.values())
+            if entries and entries[0].shown.tolist() == want:
+                return True
+            time.sleep(0.05)
+        return False
+
+    try:
+        with connect(f"ws://127.0.0.1:{viewer.port}", max_size=None, open_timeout=30,
+                     subprotocols=[f"viser-v{viser.__version__}"]) as ws:
+            send(ws, cams[2])
+            assert settled([i != 2 for i in range(8)])
+            (entry,) = viewer._clients.values()
+            assert [f.visible for f in entry.frusta] == entry.shown.tolist()
+            send(ws, cams[5])
+            assert settled([i != 5 for i in range(8)])
+            viewer._show.value = False
+            assert settled([False] * 8)
+    finally:
+        viewer.close()
+    assert not warnings, warnings
