@@ -230,3 +230,17 @@ def test_each_browser_hides_the_frusta_near_its_eye():
     finally:
         viewer.close()
     assert not warnings, warnings
+
+
+def test_the_window_takes_the_shape_of_the_camera_it_opens_through():
+    from wgsl_splat.app.view import window_size
+    from wgsl_splat.errors import UserError
+
+    portrait, square = (Camera(np.eye(4), 500.0, 500.0, 300.0, 400.0, 600, 800),
+                        Camera(np.eye(4), 50.0, 50.0, 25.0, 25.0, 50, 50))
+    assert window_size(None, portrait) == (540, 720)
+    assert window_size(None, square) == (720, 720)
+    assert window_size(None, None) == (960, 720)
+    assert window_size("200x150", portrait) == (200, 150)
+    with pytest.raises(UserError, match="--size takes WIDTHxHEIGHT"):
+        window_size("200", None)

@@ -40,7 +40,10 @@ class ViewRequest:
     resolution: int = flag(
         "-r", "--resolution", type=click.IntRange(min=1), default=1, show_default=True,
         help="Downscale factor of the scene's cameras (as in training).")
-    size: str = flag("--size", default="960x720", show_default=True, help="Window size WxH.")
+    size: str | None = flag(
+        "--size", default=None,
+        help="Window size WxH (default: the shape of the camera it opens through, within "
+             "960x720; 960x720 without cameras).")
     background: str = flag("--background", default="0,0,0", show_default=True,
                            help="r,g,b in [0,1].")
     screenshot: str | None = flag(
@@ -121,6 +124,25 @@ def view_cameras(request: ViewRequest, background) -> tuple[list[Camera], list[i
     return cameras, train
 
 
+WINDOW = (960, 720)      # the default window's bounds
+
+
+def window_size(text: str | None, camera: Camera | None) -> tuple[int, int]:
+    """``--size``, or by default the shape of ``camera`` (the one the window opens through, so
+    the first frame is framed as the photo) within :data:`WINDOW`, or WINDOW itself."""
+    if text is None:
+        if camera is None:
+            return WINDOW
+        fit = min(WINDOW[0] / camera.width, WINDOW[1] / camera.height)
+        return max(1, round(camera.width * fit)), max(1, round(camera.height * fit))
+    try:
+        w, h = (int(v) for v in text.lower().split("x"))
+        assert w > 0 and h > 0
+    except (ValueError, AssertionError):
+        raise UserError(f"--size takes WIDTHxHEIGHT, got {text!r}") from None
+    return w, h
+
+
 def open_viewer(request: ViewRequest, background) -> None:
     """``view``: the model in a window until it is closed (or ``--frames``, ``--screenshot``)."""
     from ..gpu.renderer import GpuRenderer
@@ -128,14 +150,12 @@ def open_viewer(request: ViewRequest, background) -> None:
     from .viewer import Viewer, ViewerError
 
     r = request
-    try:
-        w, h = (int(v) for v in r.size.lower().split("x"))
-        assert w > 0 and h > 0
-    except (ValueError, AssertionError):
-        raise UserError(f"--size takes WIDTHxHEIGHT, got {r.size!r}") from None
+    window_size(r.size, None)            # a malformed --size before any loading
     model, mode = load_model_and_mode(r.model_path, r.drop_nonfinite)
     config = render_mode_for(mode, r.antialiased, click.echo)
     cameras, train = view_cameras(r, background)
+    orbit, first = start_view(cameras, train, model.means)
+    w, h = window_size(r.size, cameras[first] if first >= 0 else None)
     ctx = gpu_context("gpu", r.adapter_filter, click.echo, "the viewer renders on the GPU")
     # The window's surface is one texture, the image one storage buffer: a size beyond either
     # would abort the process in the driver (a Rust panic), not raise.
@@ -147,7 +167,6 @@ def open_viewer(request: ViewRequest, background) -> None:
     renderer = GpuRenderer(ctx, config=config)
     upload_to_gpu(renderer, model, "the viewer renders on the GPU; render views with "
                                    "'render --device cpu' instead", w * h)
-    orbit, first = start_view(cameras, train, model.means)
     try:
         viewer = Viewer(renderer, orbit, size=(w, h),
                         title=f"wgsl_splat — {os.path.basename(r.model_path)} ({config.mode})",
