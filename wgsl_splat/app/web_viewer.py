@@ -168,6 +168,7 @@ class _Client:
         self.frames = 0
         self.frusta: list = []          # this browser's dataset-camera outlines
         self.shown = np.zeros(0, bool)
+        self.frusta_lock = threading.Lock()
 
 
 @dataclass(frozen=True)
@@ -293,9 +294,10 @@ class WebViewer:
     def _refresh_frusta(self, entry: "_Client", eye) -> None:
         shown = self._show is not None and bool(self._show.value)
         want = shown & ~near_eye(self._centers, self._frustum_depth, eye)
-        for i in np.flatnonzero(want != entry.shown):
-            entry.frusta[i].visible = bool(want[i])
-        entry.shown = want
+        with entry.frusta_lock:         # camera updates and the checkbox come on viser's threads
+            for i in np.flatnonzero(want != entry.shown):
+                entry.frusta[i].visible = bool(want[i])
+            entry.shown = want
 
     def _refresh_all_frusta(self) -> None:
         for entry in list(self._clients.values()):
