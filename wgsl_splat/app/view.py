@@ -55,7 +55,7 @@ class ViewRequest:
         "--web", is_flag=True,
         help="Serve the viewer to web browsers instead of opening a window (needs "
              "wgsl_splat[web]): rendered here in the model's mode and streamed; the scene's "
-             "cameras (--data) are frusta to click.")
+             "cameras (--data, or the run's cameras.json) are frusta to click.")
     host: str = HOST.field()
     port: int = PORT.field()
     adapter_filter: str | None = ADAPTER.field()
@@ -69,8 +69,10 @@ def view(**values):
     """Open MODEL_PATH (.ply) in an interactive window rendered by the GPU pipeline.
 
     Left drag orbits, right drag (or shift + drag) pans, the wheel zooms, W/A/S/D/Q/E fly, R resets
-    the view, N/B step through the scene's cameras (--data), P saves a screenshot, Esc closes.
+    the view, N/B step through the cameras, P saves a screenshot, Esc closes.
     With --web, a browser at the printed address does the same with the mouse (Ctrl-C stops).
+    Both open through the first training camera: --data's, else that of the cameras.json beside
+    the PLY or in its run folder (OUT/cameras.json, which train writes); else around the points.
     """
     request, _ = split_request(ViewRequest, values)
     background = parse_color(request.background)
