@@ -3,6 +3,7 @@ render, input moves the camera, closing it never stops training, and no display 
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import subprocess
@@ -260,3 +261,41 @@ def test_view_on_an_adapter_that_cannot_present_is_one_line(display, tmp_path, s
                          capture_output=True, text=True, timeout=120)
     assert res.returncode == 1 and "Traceback" not in res.stderr, res.stderr
     assert "the window cannot present from wgpu's OpenGL adapter" in res.stderr
+
+
+def test_view_of_a_run_opens_through_its_first_training_camera(display, presents, tmp_path, scene):
+    """``view PLY`` of a run, without --data, finds the run's cameras.json and starts through its
+    first training camera (here tilted about its view axis, and listed after a held-out one): the
+    first frame is what ``render --camera cameras.json`` writes for that camera, to the 8-bit
+    rounding of the window and the PNG (measured: at most 1 level)."""
+    import imageio.v3 as iio
+
+    from wgsl_splat.camera import CAMERAS_FILE, Camera, cameras_to_json
+
+    model, cam = scene
+    a = np.radians(15.0)
+    turn = np.array([[np.cos(a), -np.sin(a), 0.0], [np.sin(a), np.cos(a), 0.0], [0.0, 0.0, 1.0]])
+    w2c = cam.world_to_camera.copy()
+    w2c[:3, :3] = turn @ cam.rotation
+    w2c[:3, 3] = -w2c[:3, :3] @ cam.center
+    tilted = Camera(w2c, cam.fx, cam.fy, cam.cx, cam.cy, cam.width, cam.height, "tilted")
+    held_out = Camera(cam.world_to_camera, cam.fx, cam.fy, cam.cx, cam.cy, cam.width, cam.height,
+                      "held_out")
+    run = tmp_path / "run"
+    ply = run / "point_cloud" / "iteration_30" / "point_cloud.ply"
+    ply.parent.mkdir(parents=True)
+    save_ply(ply, model)
+    (run / CAMERAS_FILE).write_text(json.dumps(cameras_to_json([held_out, tilted], [1])))
+    shot = tmp_path / "first.png"
+    res = CliRunner().invoke(main, ["view", str(ply), "--size", f"{cam.width}x{cam.height}",
+                                    "--screenshot", str(shot)])
+    assert res.exit_code == 0, res.output
+    res = CliRunner().invoke(main, ["render", str(ply), "--camera", str(run / CAMERAS_FILE),
+                                    "--out", str(tmp_path / "ref")])
+    assert res.exit_code == 0, res.output
+    seen = iio.imread(shot).astype(np.float64)
+    want, other = (iio.imread(tmp_path / "ref" / f"{n}.png")[..., :3].astype(np.float64)
+                   for n in ("tilted", "held_out"))
+    assert seen.shape == want.shape and seen.std() > 5
+    assert np.abs(seen - want).max() <= 1.0
+    assert np.abs(seen - other).mean() > 5.0      # the tilt shows: not the held-out camera

@@ -101,3 +101,55 @@ class Camera:
         w2c[:3, 3] = -rot @ eye
         fx = 0.5 * width / np.tan(np.radians(fov_x_deg) / 2)
         return Camera(w2c, fx, fx, width / 2, height / 2, width, height, name)
+
+
+# -- cameras.json: a run's cameras beside its model ---------------------------------------------------
+# The layout of 3DGS's ``cameras.json`` (``utils/camera_utils.py: camera_to_JSON``: per camera id,
+# img_name, width, height, position — the centre —, rotation — camera-to-world, rows —, fx, fy),
+# which its viewers read; ours adds cx, cy (3DGS assumes the image centre) and split ("train" or
+# "test"), which 3DGS's readers ignore. A camera may instead give ``world_to_camera`` (4x4).
+CAMERAS_FILE = "cameras.json"
+
+
+def camera_to_json(cam: Camera, index: int, split: str | None = None) -> dict:
+    entry = dict(id=index, img_name=cam.name, width=cam.width, height=cam.height,
+                 position=cam.center.tolist(), rotation=cam.rotation.T.tolist(),
+                 fx=cam.fx, fy=cam.fy, cx=cam.cx, cy=cam.cy)
+    if split is not None:
+        entry["split"] = split
+    return entry
+
+
+def camera_from_json(entry: dict, index: int) -> Camera:
+    """One entry of a cameras file (either pose form); KeyError, ValueError or TypeError when it
+    is not one."""
+    width, height = int(entry["width"]), int(entry["height"])
+    if "world_to_camera" in entry:
+        w2c = np.asarray(entry["world_to_camera"], dtype=np.float64)
+    else:
+        c2w = np.asarray(entry["rotation"], dtype=np.float64)
+        position = np.asarray(entry["position"], dtype=np.float64)
+        if c2w.shape != (3, 3) or position.shape != (3,):
+            raise ValueError("rotation must be 3x3 and position 3 numbers")
+        w2c = np.eye(4)
+        w2c[:3, :3] = c2w.T
+        w2c[:3, 3] = -c2w.T @ position
+    name = entry.get("name", entry.get("img_name", f"camera_{index:03d}"))
+    return Camera(w2c, entry["fx"], entry["fy"], entry.get("cx", 0.5 * width),
+                  entry.get("cy", 0.5 * height), width, height, str(name))
+
+
+def cameras_to_json(cameras, train_indices) -> list[dict]:
+    """Every camera of a scene, in its order, each marked as training or held out."""
+    train = set(train_indices)
+    return [camera_to_json(cam, i, "train" if i in train else "test")
+            for i, cam in enumerate(cameras)]
+
+
+def cameras_from_json(raw) -> tuple[list[Camera], list[int]]:
+    """The cameras of a parsed cameras file (one entry or a list) and the indices of the training
+    ones (every camera when none is marked)."""
+    items = raw if isinstance(raw, list) else [raw]
+    cameras = [camera_from_json(entry, i) for i, entry in enumerate(items)]
+    train = [i for i, entry in enumerate(items) if entry.get("split", "train") == "train"]
+    return cameras, train

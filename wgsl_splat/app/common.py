@@ -9,9 +9,8 @@ import math
 import os
 
 import click
-import numpy as np
 
-from ..camera import Camera
+from ..camera import Camera, cameras_from_json
 from ..errors import UserError
 from ..model import GaussianModel
 from ..render_config import CLASSIC, RENDER_MODES, RenderConfig, render_config
@@ -78,14 +77,12 @@ def parse_color(text: str):
 
 
 
-def load_cameras_json(path) -> list[Camera]:
+def load_cameras_json(path) -> tuple[list[Camera], list[int]]:
+    """The cameras of a cameras file (``camera.CAMERAS_FILE``'s layout, which the trainer writes)
+    and the indices of its training cameras."""
     try:
         with open(path) as f:
-            raw = json.load(f)
-        items = raw if isinstance(raw, list) else [raw]
-        return [Camera(np.asarray(c["world_to_camera"], dtype=np.float64), c["fx"], c["fy"], c["cx"],
-                       c["cy"], c["width"], c["height"], c.get("name", f"camera_{i:03d}"))
-                for i, c in enumerate(items)]
+            return cameras_from_json(json.load(f))
     except (OSError, ValueError, KeyError, TypeError) as exc:
         raise UserError(f"cannot read cameras from {path}: {exc}") from None
 

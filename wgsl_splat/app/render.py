@@ -42,8 +42,9 @@ class RenderRequest:
         help="Downscale factor of the scene's cameras (as in training).")
     camera_json: str | None = flag(
         "--camera", type=click.Path(exists=True, dir_okay=False),
-        help="JSON file with one camera or a list: world_to_camera (4x4), fx, fy, cx, cy, width, "
-             "height.")
+        help="JSON file with one camera or a list (a run's cameras.json, 3DGS's layout): width, "
+             "height, fx, fy, optional cx, cy, and position + rotation (camera-to-world, 3x3) or "
+             "world_to_camera (4x4).")
     out_dir: str = flag("--out", default="out/render", show_default=True,
                         type=click.Path(file_okay=False))
     background: str = flag("--background", default="0,0,0", show_default=True,
@@ -96,7 +97,7 @@ def render_model(request: RenderRequest, background) -> None:
                    f"rendering at degree {model.sh_degree}")
     views = [(cam, i) for i, cam in enumerate(dataset.cameras)]   # (camera, ground-truth index)
     if camera_json:
-        views = [(cam, None) for cam in load_cameras_json(camera_json)]
+        views = [(cam, None) for cam in load_cameras_json(camera_json)[0]]
     if r.limit is not None:
         views = views[:r.limit]
     names = _output_names(views, camera_json)

@@ -22,7 +22,7 @@ import time
 import numpy as np
 
 from ..atomic_io import save_png
-from .view_camera import OrbitCamera
+from .view_camera import OrbitCamera, start_view
 
 
 class ViewerError(RuntimeError):
@@ -83,7 +83,7 @@ class Viewer:
         self.renderer = renderer
         self.orbit = orbit
         self.cameras = list(cameras)
-        self.camera_index = -1
+        self.camera_index = self._home_index = -1    # the dataset camera looked through, or -1
         self.background = tuple(background)
         self.active_sh_degree = active_sh_degree
         self.title = title
@@ -100,6 +100,11 @@ class Viewer:
         self._last_time = time.perf_counter()
         self._setup_surface()
         self._install_callbacks()
+
+    def set_home_camera(self, index: int) -> None:
+        """The home view looks through dataset camera ``index`` (the title names it, R returns
+        to it)."""
+        self.camera_index = self._home_index = index
 
     # -- surface and present pipeline ----------------------------------------------------------------
     def _setup_surface(self) -> None:
@@ -180,13 +185,13 @@ class Viewer:
             g.set_window_should_close(window, True)
         elif key == g.KEY_R:
             self.orbit.reset()
-            self.camera_index = -1
+            self.camera_index = self._home_index
         elif key in (g.KEY_N, g.KEY_B, g.KEY_RIGHT, g.KEY_LEFT) and self.cameras:
             step = 1 if key in (g.KEY_N, g.KEY_RIGHT) else -1
             self.camera_index = (self.camera_index + step) % len(self.cameras)
             cam = self.cameras[self.camera_index]
             home = self.orbit._home
-            self.orbit = OrbitCamera.from_camera(cam, max(self.orbit.distance, 1e-3))
+            self.orbit = OrbitCamera.from_camera(cam, max(self.orbit.distance, 1e-3), self.orbit.up)
             self.orbit._home = home
         elif key == g.KEY_P:
             self.request_screenshot()
@@ -323,14 +328,10 @@ class TrainingPreview:
     def __init__(self, step, dataset, *, budget: float = 0.1, max_fps: float = 30.0,
                  size=(800, 600), log=print) -> None:
         cams = list(dataset.cameras)
-        first = cams[dataset.train_indices[0]] if cams else None
-        model_center = np.median(step.get_model().means, axis=0) if step.num_gaussians else np.zeros(3)
-        if first is not None:
-            orbit = OrbitCamera.from_camera(first, float(np.linalg.norm(model_center - first.center)) or 1.0)
-        else:
-            orbit = OrbitCamera.for_points(step.get_model().means)
+        orbit, first = start_view(cams, dataset.train_indices, step.get_model().means)
         self.viewer = Viewer(step.renderer, orbit, size=size, title="wgsl_splat training",
                              cameras=cams, background=step.background)
+        self.viewer.set_home_camera(first)
         self.budget = budget
         self.min_interval = 1.0 / max_fps
         self.log = log

@@ -33,6 +33,7 @@ import numpy as np
 from ..camera import Camera
 from ..errors import UserError
 from .flags import Flag
+from .view_camera import OrbitCamera, capture_up, start_view
 
 INSTALL = "pip install 'wgsl_splat[web]'"
 JPEG_QUALITY = 90
@@ -124,12 +125,50 @@ def view_of(cam: Camera, target_distance: float) -> dict:
                 up=-rot[1], fov=2.0 * math.atan(0.5 * cam.height / cam.fy))
 
 
+FRUSTUM_PIXELS = 1.5          # outline width: thin enough never to hide the model
+FRUSTUM_COLOR = (40, 90, 200)
+FRUSTUM_SPACING = 0.4         # depth: at most this fraction of the typical gap between cameras
+FRUSTUM_EXTENT = 0.05         # ... and of the distance from the cameras to the scene
+NEAR_EYE = 2.0                # frusta whose apex is within this many depths of the eye: hidden
+
+
+def frustum_depth(centers: np.ndarray, points=None) -> float:
+    """How deep to draw the camera frusta: a fraction of the median distance from each camera to
+    its nearest neighbour (so neighbours' outlines never overlap), and at most a small fraction of
+    the distance to the scene (a dense video capture draws them small)."""
+    centers = np.asarray(centers, np.float64).reshape(-1, 3)
+    middle = (np.median(points, axis=0) if points is not None and len(points)
+              else centers.mean(axis=0))
+    reach = float(np.median(np.linalg.norm(centers - middle, axis=1))) if len(centers) else 0.0
+    depth = FRUSTUM_EXTENT * reach
+    if len(centers) > 1:
+        nearest = np.empty(len(centers))
+        for lo in range(0, len(centers), 256):          # blocks: N x N gaps need not fit at once
+            gaps = np.linalg.norm(centers[lo:lo + 256, None] - centers[None], axis=2)
+            gaps[np.arange(len(gaps)), np.arange(lo, lo + len(gaps))] = np.inf
+            nearest[lo:lo + 256] = gaps.min(axis=1)
+        spacing = float(np.median(nearest))
+        if spacing > 0:
+            depth = min(depth, FRUSTUM_SPACING * spacing) if depth > 0 else FRUSTUM_SPACING * spacing
+    return depth if depth > 0 else 0.1
+
+
+def near_eye(centers: np.ndarray, depth: float, eye) -> np.ndarray:
+    """Which frusta (apexes ``centers``, ``depth`` deep) are too near ``eye`` to draw: the one the
+    view looks through and those close enough to fill much of it."""
+    return np.linalg.norm(np.asarray(centers) - np.asarray(eye, np.float64), axis=1) \
+        < NEAR_EYE * depth
+
+
 class _Client:
     def __init__(self, handle) -> None:
         self.handle = handle
         self.dirty = True
         self.last_render = -math.inf
         self.frames = 0
+        self.frusta: list = []          # this browser's dataset-camera outlines
+        self.shown = np.zeros(0, bool)
+        self.frusta_lock = threading.Lock()
 
 
 @dataclass(frozen=True)
@@ -206,45 +245,27 @@ class WebViewer:
     # -- scene --------------------------------------------------------------------------------------
     def _setup_scene(self, points, initial: int) -> None:
         cams = self.cameras
-        center = (np.median(points, axis=0) if points is not None and len(points)
-                  else np.zeros(3))
+        self._show = None
         if cams:
-            centers = np.array([c.center for c in cams])
-            ups = np.array([-c.rotation[1] for c in cams])
-            up = ups.mean(axis=0)
-            up = up / np.linalg.norm(up) if np.linalg.norm(up) > 1e-6 else -cams[0].rotation[1]
-            self.server.scene.set_up_direction(tuple(up))
-            spread = float(np.linalg.norm(centers - centers.mean(axis=0), axis=1).max()) or 1.0
-            if points is None or not len(points):
-                center = centers.mean(axis=0)
-            first = cams[min(max(initial, 0), len(cams) - 1)]
-            self._target_distance = float(np.linalg.norm(center - first.center)) or spread
-            view = view_of(first, self._target_distance)
+            first = min(max(initial, 0), len(cams) - 1)
+            start = cams[first]
+            orbit = start_view(cams, [first], points if points is not None else ())[0]
+            self._target_distance = orbit.distance
+            self._centers = np.array([c.center for c in cams])
+            self._frustum_depth = frustum_depth(self._centers, points)
+            self._start_eye = start.center
+            self.server.scene.set_up_direction(tuple(capture_up(cams)))
+            view = view_of(start, self._target_distance)
             init = self.server.initial_camera
             init.fov = view["fov"]
             init.position = tuple(view["position"])
             init.look_at = tuple(view["look_at"])
             init.up = tuple(view["up"])
-            scale = 0.06 * spread
-            frusta = []
-            for i, cam in enumerate(cams):
-                frustum = self.server.scene.add_camera_frustum(
-                    f"/cameras/{i:04d}", fov=2.0 * math.atan(0.5 * cam.height / cam.fy),
-                    aspect=cam.width / cam.height, scale=scale, thickness=0.04 * scale,
-                    color=(40, 90, 200), wxyz=tuple(matrix_to_quat(cam.rotation.T)),
-                    position=tuple(cam.center))
-                frustum.on_click(lambda event, i=i: self.look_through(event.client, i))
-                frusta.append(frustum)
-            show = self.server.gui.add_checkbox(f"show the {len(cams)} dataset cameras", True,
-                                                hint="Click a camera to look through it")
-
-            @show.on_update
-            def _(_event) -> None:
-                for frustum in frusta:
-                    frustum.visible = show.value
+            self._show = self.server.gui.add_checkbox(
+                f"show the {len(cams)} dataset cameras", True,
+                hint="Click a camera to look through it")
+            self._show.on_update(lambda _event: self._refresh_all_frusta())
         elif points is not None and len(points):
-            from .view_camera import OrbitCamera
-
             orbit = OrbitCamera.for_points(points)      # the window viewer's first view
             self.server.scene.set_up_direction(tuple(orbit.up))   # up in the image
             init = self.server.initial_camera
@@ -252,6 +273,47 @@ class WebViewer:
             init.position = tuple(orbit.eye)
             init.look_at = tuple(orbit.target)
             init.up = tuple(orbit.up)
+
+    # -- frusta: each browser its own, those near its eye hidden ------------------------------------
+    def _add_frusta(self, entry: "_Client") -> None:
+        """The dataset cameras as thin outlines in ``entry``'s scene (per browser: which ones are
+        near the eye depends on its camera)."""
+        depth = self._frustum_depth
+        for i, cam in enumerate(self.cameras):
+            frustum = entry.handle.scene.add_camera_frustum(
+                f"/cameras/{i:04d}", fov=2.0 * math.atan(0.5 * cam.height / cam.fy),
+                aspect=cam.width / cam.height, scale=depth, thickness=FRUSTUM_PIXELS,
+                thickness_units="screen", color=FRUSTUM_COLOR,
+                wxyz=tuple(matrix_to_quat(cam.rotation.T)), position=tuple(cam.center),
+                visible=False, cast_shadow=False, receive_shadow=False)
+            frustum.on_click(lambda event, i=i: self.look_through(event.client, i))
+            entry.frusta.append(frustum)
+        entry.shown = np.zeros(len(self.cameras), bool)
+        self._refresh_frusta(entry, self._start_eye)
+
+    def _refresh_frusta(self, entry: "_Client", eye) -> None:
+        shown = self._show is not None and bool(self._show.value)
+        want = shown & ~near_eye(self._centers, self._frustum_depth, eye)
+        with entry.frusta_lock:         # camera updates and the checkbox come on viser's threads
+            for i in np.flatnonzero(want != entry.shown):
+                entry.frusta[i].visible = bool(want[i])
+            entry.shown = want
+
+    def _refresh_all_frusta(self) -> None:
+        for entry in list(self._clients.values()):
+            with contextlib.suppress(Exception):         # a browser gone meanwhile
+                self._refresh_frusta(entry, np.array(entry.handle.camera.position))
+
+    def _camera_moved(self, client_id: int) -> None:
+        entry = self._clients.get(client_id)
+        if entry is None:
+            return
+        if entry.frusta:
+            try:
+                self._refresh_frusta(entry, np.array(entry.handle.camera.position))
+            except Exception as exc:  # noqa: BLE001 - the frusta must never stop the frames
+                self._warn("frusta", f"could not update the camera frusta: {exc}")
+        self.mark(client_id)
 
     def look_through(self, client, i: int) -> None:
         """Point ``client``'s camera through dataset camera ``i``."""
@@ -267,9 +329,12 @@ class WebViewer:
 
     # -- clients ------------------------------------------------------------------------------------
     def _connect(self, client) -> None:
+        entry = _Client(client)
+        if self.cameras:
+            self._add_frusta(entry)
         with self._lock:
-            self._clients[client.client_id] = _Client(client)
-        client.camera.on_update(lambda _cam, cid=client.client_id: self.mark(cid))
+            self._clients[client.client_id] = entry
+        client.camera.on_update(lambda _cam, cid=client.client_id: self._camera_moved(cid))
         self.wake.set()
         if self.announce:
             self.log(f"browser {client.client_id} connected ({self.connected} now)")

@@ -6,7 +6,7 @@ The loop talks to a :class:`~wgsl_splat.contract.step.TrainStep` (NumPy or GPU) 
 with its masked pixels marked, ``reference/loss.py``), ``load_mask(i)``, ``points``, ``point_colors``,
 ``scene_extent()``, ``bounds()``, ``background`` and ``notes``.
 
-Outputs in ``out_dir``: ``cfg.json``, ``train.log``, ``metrics.json``,
+Outputs in ``out_dir``: ``cfg.json``, ``cameras.json``, ``train.log``, ``metrics.json``,
 ``point_cloud/iteration_K/point_cloud.ply`` (3DGS layout), ``checkpoints/ckpt_K.npz``
 (:mod:`.checkpoints`), and ``test/iteration_K/*.png`` renders of the evaluated views. One folder
 holds one run (the CLI enforces it, :mod:`wgsl_splat.app.run_dir`), so the checkpoints in
@@ -30,6 +30,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from ..atomic_io import make_dirs, note_written, write_json
+from ..camera import CAMERAS_FILE, cameras_to_json
 from ..contract.appearance import AppearanceState
 from ..contract.pose import PoseState
 from ..contract.rows import STREAM_NOISE, stream
@@ -285,6 +286,9 @@ class Trainer:
         write_json(os.path.join(self.out_dir, "cfg.json"), dict(cfg.to_dict(), extent=self.extent,
                                                                 run=self.run_info,
                                                                 dataset_notes=list(self.dataset.notes)))
+        # The cameras travel with the model (as 3DGS's): `view` of the PLY alone opens through one.
+        write_json(os.path.join(self.out_dir, CAMERAS_FILE),
+                   cameras_to_json(self.dataset.cameras, self.dataset.train_indices))
         return start
 
     # -- the loop: one session of training, in named phases -----------------------------------------
