@@ -78,6 +78,21 @@ fn app_apply(@builtin(global_invocation_id) gid: vec3<u32>) {
     image_app[o + 2u] = dot(a2, c);
 }
 
+// One pixel (at float offset o) of the backward pass: dL/dimage = Aᵀ·g written, and its terms of
+// dL/dA, g_c·(C, 1) per output channel c, returned for the sums.
+fn pixel_backward(o: u32) -> array<vec4<f32>, 3> {
+    let a0 = vec3<f32>(param(0u), param(1u), param(2u));
+    let a1 = vec3<f32>(param(4u), param(5u), param(6u));
+    let a2 = vec3<f32>(param(8u), param(9u), param(10u));
+    let g = vec3<f32>(grad_app[o], grad_app[o + 1u], grad_app[o + 2u]);
+    let c = vec4<f32>(image[o], image[o + 1u], image[o + 2u], 1.0);
+    let gi = g.x * a0 + g.y * a1 + g.z * a2;   // Aᵀ·g
+    grad_image[o] = gi.x;
+    grad_image[o + 1u] = gi.y;
+    grad_image[o + 2u] = gi.z;
+    return array<vec4<f32>, 3>(g.x * c, g.y * c, g.z * c);
+}
+
 @compute @workgroup_size(TILE, TILE)
 fn app_backward(@builtin(global_invocation_id) gid: vec3<u32>,
                 @builtin(local_invocation_index) lid: u32,
@@ -86,19 +101,10 @@ fn app_backward(@builtin(global_invocation_id) gid: vec3<u32>,
     var s1 = vec4<f32>(0.0);
     var s2 = vec4<f32>(0.0);
     if (gid.x < ap.dims.x && gid.y < ap.dims.y) {   // no return: the tree below has barriers
-        let a0 = vec3<f32>(param(0u), param(1u), param(2u));
-        let a1 = vec3<f32>(param(4u), param(5u), param(6u));
-        let a2 = vec3<f32>(param(8u), param(9u), param(10u));
-        let o = (gid.y * ap.dims.x + gid.x) * 3u;
-        let g = vec3<f32>(grad_app[o], grad_app[o + 1u], grad_app[o + 2u]);
-        let c = vec4<f32>(image[o], image[o + 1u], image[o + 2u], 1.0);
-        let gi = g.x * a0 + g.y * a1 + g.z * a2;   // Aᵀ·g
-        grad_image[o] = gi.x;
-        grad_image[o + 1u] = gi.y;
-        grad_image[o + 2u] = gi.z;
-        s0 = g.x * c;
-        s1 = g.y * c;
-        s2 = g.z * c;
+        let s = pixel_backward((gid.y * ap.dims.x + gid.x) * 3u);
+        s0 = s[0];
+        s1 = s[1];
+        s2 = s[2];
     }
     wg_sums[lid] = s0;
     wg_sums[WG + lid] = s1;
@@ -168,23 +174,14 @@ fn app_backward_rows(@builtin(global_invocation_id) gid: vec3<u32>) {
     if (y >= ap.dims.y) {
         return;
     }
-    let a0 = vec3<f32>(param(0u), param(1u), param(2u));
-    let a1 = vec3<f32>(param(4u), param(5u), param(6u));
-    let a2 = vec3<f32>(param(8u), param(9u), param(10u));
     var s0 = vec4<f32>(0.0);
     var s1 = vec4<f32>(0.0);
     var s2 = vec4<f32>(0.0);
     for (var x = 0u; x < ap.dims.x; x = x + 1u) {
-        let o = (y * ap.dims.x + x) * 3u;
-        let g = vec3<f32>(grad_app[o], grad_app[o + 1u], grad_app[o + 2u]);
-        let c = vec4<f32>(image[o], image[o + 1u], image[o + 2u], 1.0);
-        let gi = g.x * a0 + g.y * a1 + g.z * a2;   // Aᵀ·g
-        grad_image[o] = gi.x;
-        grad_image[o + 1u] = gi.y;
-        grad_image[o + 2u] = gi.z;
-        s0 = s0 + g.x * c;
-        s1 = s1 + g.y * c;
-        s2 = s2 + g.z * c;
+        let s = pixel_backward((y * ap.dims.x + x) * 3u);
+        s0 = s0 + s[0];
+        s1 = s1 + s[1];
+        s2 = s2 + s[2];
     }
     app_partials[3u * y] = s0;
     app_partials[3u * y + 1u] = s1;
