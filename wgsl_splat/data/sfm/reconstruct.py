@@ -1,6 +1,6 @@
 """pycolmap's part: a database with one camera per group of photos, SIFT features, matching,
 mapping, the largest reconstruction. pycolmap's own log (glog) is turned down to errors: the
-caller prints one line per stage instead."""
+caller prints one line per stage instead, and its errors (no model) become one-line SfmErrors."""
 
 from __future__ import annotations
 
@@ -28,11 +28,12 @@ class Reconstruction:
     reprojection_error: float
     models: int                         # how many separate reconstructions the mapper made
     seconds: dict = field(default_factory=dict)
+    cpu_seconds: dict = field(default_factory=dict)   # every thread's: the figure a busy machine keeps
 
 
 def _quiet(pycolmap) -> None:
-    pycolmap.logging.minloglevel = 2   # errors only
-    pycolmap.logging.stderrthreshold = 2
+    pycolmap.logging.minloglevel = 3   # fatal only: what fails is reported as an SfmError
+    pycolmap.logging.stderrthreshold = 3
 
 
 def reconstruct(images: Path, work: Path, groups, settings, kind: str, log,
@@ -45,9 +46,9 @@ def reconstruct(images: Path, work: Path, groups, settings, kind: str, log,
     pycolmap.set_random_seed(settings.seed)
     db = str(work / "database.db")
     names = sorted(n for g in groups for n in g.names)
-    seconds = {}
+    seconds, cpu = {}, {}
 
-    t = time.perf_counter()
+    t, c = time.perf_counter(), time.process_time()
     database = pycolmap.Database.open(db)
     try:
         ids = []
@@ -67,16 +68,16 @@ def reconstruct(images: Path, work: Path, groups, settings, kind: str, log,
                                   extraction_options=extraction)
         if progress:
             progress("extraction", min(i + EXTRACT_BATCH, len(names)), len(names))
-    seconds["extraction"] = time.perf_counter() - t
+    seconds["extraction"], cpu["extraction"] = time.perf_counter() - t, time.process_time() - c
 
-    t = time.perf_counter()
+    t, c = time.perf_counter(), time.process_time()
     matcher = settings.matcher_for(kind)
     if matcher == "sequential":
         pairs = pycolmap.SequentialPairingOptions(overlap=OVERLAP, quadratic_overlap=True)
         pycolmap.match_sequential(db, pairing_options=pairs)
     else:
         pycolmap.match_exhaustive(db)
-    seconds["matching"] = time.perf_counter() - t
+    seconds["matching"], cpu["matching"] = time.perf_counter() - t, time.process_time() - c
     database = pycolmap.Database.open(db)
     try:
         verified = database.num_verified_image_pairs()
@@ -85,7 +86,7 @@ def reconstruct(images: Path, work: Path, groups, settings, kind: str, log,
     log(f"matched {len(names)} images {matcher}ly: {verified} image pairs share geometry "
         f"({seconds['matching']:.0f} s)")
 
-    t = time.perf_counter()
+    t, c = time.perf_counter(), time.process_time()
     out = work / "models"
     out.mkdir(parents=True, exist_ok=True)
     if settings.mapper == "global":
@@ -102,14 +103,14 @@ def reconstruct(images: Path, work: Path, groups, settings, kind: str, log,
 
         models = pycolmap.incremental_mapping(db, str(images), str(out), options,
                                               next_image_callback=next_image)
-    seconds["mapping"] = time.perf_counter() - t
+    seconds["mapping"], cpu["mapping"] = time.perf_counter() - t, time.process_time() - c
     if not models:
         raise SfmError(_too_few(0, len(names)))
     model = max(models.values(), key=lambda m: m.num_reg_images())
     registered = sorted(model.image(i).name for i in model.reg_image_ids())
     return Reconstruction(model, registered, sorted(set(names) - set(registered)),
                           model.num_points3D(), float(model.compute_mean_reprojection_error()),
-                          len(models), seconds)
+                          len(models), seconds, cpu)
 
 
 def _too_few(registered: int, total: int) -> str:

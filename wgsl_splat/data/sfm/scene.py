@@ -160,7 +160,7 @@ def _compute(source, kind, files, tmp: Path, settings, log, progress) -> dict:
     images = tmp / "images"
     work = tmp / ".work"   # the database and the mapper's models: removed before the rename
     work.mkdir(parents=True)
-    t = time.perf_counter()
+    t, c = time.perf_counter(), time.process_time()
     summary = {"unreadable": [], "blurred": []}
     if kind == "photos":
         count = [0]
@@ -200,7 +200,7 @@ def _compute(source, kind, files, tmp: Path, settings, log, progress) -> dict:
         if total < MIN_IMAGES:
             raise SfmError(f"{source}: only {total} sharp frames: SfM needs at least "
                            f"{MIN_IMAGES}")
-    prepare = time.perf_counter() - t
+    prepare, prepare_cpu = time.perf_counter() - t, time.process_time() - c
     rec = reconstruct(images, work, groups, settings, kind, log, progress)
     check_registered(rec, total, LEAST_REGISTERED)
     sparse = tmp / "sparse" / "0"
@@ -210,7 +210,8 @@ def _compute(source, kind, files, tmp: Path, settings, log, progress) -> dict:
     return dict(summary, registered=len(rec.registered), total=total,
                 unregistered=rec.unregistered, points=rec.points,
                 reprojection_error=rec.reprojection_error, cameras=len(groups),
-                models=rec.models, seconds={"images": prepare, **rec.seconds})
+                models=rec.models, seconds={"images": prepare, **rec.seconds},
+                cpu_seconds={"images": prepare_cpu, **rec.cpu_seconds})
 
 
 def _swap_into_place(tmp: Path, out: Path) -> None:
