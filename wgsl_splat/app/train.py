@@ -284,9 +284,12 @@ def _train_in(run: _Run, world=None, earlier_signal=None) -> None:
     from .sfm import scene_for
 
     request, cfg, out_dir = run.request, run.cfg, run.request.out_dir
-    # photos or a video: their COLMAP folder, computed once and reused by --resume and later runs
-    dataset = load_training_data(scene_for(request.data, request), request.resolution,
-                                 request.eval_split, cfg.background)
+    # photos or a video: their COLMAP folder, computed once and reused by --resume and later
+    # runs; under MPI by rank 0 alone (an error there ends every rank, _train_distributed)
+    data = scene_for(request.data, request) if world is None or world.rank == 0 else None
+    if world is not None:
+        data = world.comm.bcast(data, root=0)
+    dataset = load_training_data(data, request.resolution, request.eval_split, cfg.background)
     for note in dataset.notes:
         click.echo(f"note: {note}")
     if not run.resume:   # refused now, not after decoding and initialisation (nothing written yet)
