@@ -7,6 +7,7 @@ published ones (needs matplotlib, only for this script).
 
     python benchmarks/sfm_accuracy.py [--scenes mouse,fox] [--mapper incremental|global]
         [--sfm-side 1024] [--max-side 1600] [--json out.json] [--plot docs/sfm_cameras.png]
+    python benchmarks/sfm_accuracy.py --rows mouse.json,fox.json --plot docs/sfm_cameras.png
 """
 
 from __future__ import annotations
@@ -52,6 +53,9 @@ def measure(scene: str, settings: SfmSettings, scratch: Path) -> dict:
         "seconds": s["seconds"], "cpu_seconds": s["cpu_seconds"], "wall_s": wall,
         "load_average": [load, os.getloadavg()[0]], "settings": result.record["settings"],
         "aligned": e["aligned"].tolist(), "published": e["published"].tolist(),
+        "outliers": e["outliers"],
+        "worst": sorted(((e["centre"][n] * 100, e["rotation_deg"][n], n) for n in e["names"]),
+                        reverse=True)[:5],
     }
 
 
@@ -84,13 +88,23 @@ def main() -> None:
     ap.add_argument("--sfm-side", type=int, default=SfmSettings.sfm_side)
     ap.add_argument("--max-side", type=int, default=SfmSettings.max_side)
     ap.add_argument("--json", default=None)
+    ap.add_argument("--keep", default=None, help="write the COLMAP folders here (default: a scratch folder)")
     ap.add_argument("--plot", default=None)
+    ap.add_argument("--rows", default=None,
+                    help="comma-separated --json files of earlier runs: plot and print them, run nothing")
     args = ap.parse_args()
+    if args.rows:
+        rows = [r for f in args.rows.split(",") for r in json.loads(Path(f).read_text())]
+        for r in rows:
+            print(r["scene"], {k: v for k, v in r.items() if k not in ("aligned", "published")})
+        if args.plot:
+            plot(rows, args.plot)
+        return
     settings = SfmSettings(max_side=args.max_side, sfm_side=args.sfm_side, mapper=args.mapper)
     rows = []
     with tempfile.TemporaryDirectory(prefix="sfm_accuracy_") as scratch:
         for scene in args.scenes.split(","):
-            r = measure(scene, settings, Path(scratch))
+            r = measure(scene, settings, Path(args.keep or scratch))
             rows.append(r)
             print(f"{scene}: registered {r['registered']}/{r['total']} (published "
                   f"{r['published_registered']}), rotation {r['rotation_deg_median']:.3f}° median "
@@ -99,8 +113,9 @@ def main() -> None:
                   + ", ".join(f"{k} {v:.1f} s" for k, v in r["seconds"].items())
                   + f", wall {r['wall_s']:.1f} s; CPU "
                   + ", ".join(f"{k} {v:.1f} s" for k, v in r["cpu_seconds"].items())
-                  + f"; load average {r['load_average'][0]:.1f}-{r['load_average'][1]:.1f}",
-                  flush=True)
+                  + f"; load average {r['load_average'][0]:.1f}-{r['load_average'][1]:.1f}; "
+                  f"outliers of the alignment {r['outliers']}; worst (centre %, deg, name) "
+                  f"{r['worst'][:3]}", flush=True)
     if args.json:
         Path(args.json).write_text(json.dumps(rows, indent=1))
     if args.plot:

@@ -41,7 +41,8 @@ def _with_axes(centres: np.ndarray, rotations) -> np.ndarray:
 def pose_errors(ours: dict, published: dict) -> dict:
     """Errors of the cameras both dicts hold (name -> world-to-camera 4×4) after aligning
     ``ours`` onto ``published``: per name, the rotation error (degrees) and the centre error
-    (fraction of the published cameras' extent); and the alignment and the aligned centres."""
+    (fraction of the published cameras' extent); and the alignment, the aligned centres and the
+    cameras left out of the refit (``outliers``)."""
     names = sorted(ours.keys() & published.keys())
     if len(names) < 3:
         raise ValueError(f"only {len(names)} cameras in common: an alignment needs 3")
@@ -54,10 +55,21 @@ def pose_errors(ours: dict, published: dict) -> dict:
     s, rot, t = umeyama(_with_axes(c_o, r_o), _with_axes(c_p, r_p))
     aligned = (s * (rot @ c_o.T)).T + t
     extent = scene_extent(c_p)
+    # Least squares lets a few cameras placed differently by one of the two models pull every
+    # other one off: refit once on the cameras within 3 × the median distance (the errors of
+    # all are then reported, the outliers' included).
+    d = np.linalg.norm(aligned - c_p, axis=1)
+    inliers = d <= max(3 * np.median(d), 1e-3 * extent)
+    if 3 <= inliers.sum() < len(d):
+        keep = np.flatnonzero(inliers)
+        s, rot, t = umeyama(_with_axes(c_o[keep], [r_o[i] for i in keep]),
+                            _with_axes(c_p[keep], [r_p[i] for i in keep]))
+        aligned = (s * (rot @ c_o.T)).T + t
     rot_err, centre_err = {}, {}
     for i, n in enumerate(names):
         rel = r_p[i] @ (r_o[i] @ rot.T).T
         rot_err[n] = float(np.degrees(np.arccos(np.clip((np.trace(rel) - 1) / 2, -1, 1))))
         centre_err[n] = float(np.linalg.norm(aligned[i] - c_p[i]) / extent)
     return {"names": names, "rotation_deg": rot_err, "centre": centre_err, "scale": s,
-            "aligned": aligned, "published": c_p, "extent": extent}
+            "aligned": aligned, "published": c_p, "extent": extent,
+            "outliers": [n for n, ok in zip(names, inliers) if not ok]}
