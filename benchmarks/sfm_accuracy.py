@@ -87,6 +87,7 @@ def main() -> None:
     ap.add_argument("--mapper", default="incremental", choices=["incremental", "global"])
     ap.add_argument("--sfm-side", type=int, default=SfmSettings.sfm_side)
     ap.add_argument("--max-side", type=int, default=SfmSettings.max_side)
+    ap.add_argument("--max-features", type=int, default=SfmSettings.max_features)
     ap.add_argument("--json", default=None)
     ap.add_argument("--keep", default=None, help="write the COLMAP folders here (default: a scratch folder)")
     ap.add_argument("--plot", default=None)
@@ -100,7 +101,8 @@ def main() -> None:
         if args.plot:
             plot(rows, args.plot)
         return
-    settings = SfmSettings(max_side=args.max_side, sfm_side=args.sfm_side, mapper=args.mapper)
+    settings = SfmSettings(max_side=args.max_side, sfm_side=args.sfm_side, mapper=args.mapper,
+                           max_features=args.max_features)
     rows = []
     with tempfile.TemporaryDirectory(prefix="sfm_accuracy_") as scratch:
         for scene in args.scenes.split(","):

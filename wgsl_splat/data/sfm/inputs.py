@@ -26,12 +26,14 @@ class SfmSettings:
 
     ``max_side``: the longest side of the images written into ``images/`` (what the trainer
     reads; larger photos are downscaled once). ``sfm_side``: the longest side features are
-    extracted at (COLMAP rescales the keypoints to ``images/``' size). ``frames``: how many video
+    extracted at (COLMAP rescales the keypoints to ``images/``' size); ``max_features``: SIFT
+    features kept per image (exhaustive matching's cost grows with their square). ``frames``: how many video
     frames to keep. ``matcher``: ``auto`` is exhaustive for photos, sequential for video frames.
     """
 
     max_side: int = 1600
     sfm_side: int = 1024
+    max_features: int = 8192
     frames: int = 120
     matcher: str = "auto"
     mapper: str = "incremental"

@@ -63,6 +63,7 @@ def reconstruct(images: Path, work: Path, groups, settings, kind: str, log,
         pycolmap.import_images(db, str(images), pycolmap.CameraMode.AUTO, list(g.names),
                                pycolmap.ImageReaderOptions(existing_camera_id=cid))
     extraction = pycolmap.FeatureExtractionOptions(max_image_size=settings.sfm_side)
+    extraction.sift.max_num_features = settings.max_features
     for i in range(0, len(names), EXTRACT_BATCH):
         pycolmap.extract_features(db, str(images), names[i:i + EXTRACT_BATCH],
                                   extraction_options=extraction)
