@@ -1,6 +1,6 @@
 """Command-line interface: ``python -m wgsl_splat COMMAND``, one module per command in this
 package (``train``, ``render``, ``eval``, ``view``, ``export``, ``bench``, ``gradcheck``,
-``devices``). Each
+``devices``, ``sfm``). Each
 imports its heavy modules lazily so that ``--help`` stays fast and a missing GPU never breaks
 unrelated commands."""
 
@@ -10,7 +10,7 @@ import sys
 
 import click
 
-from . import bench, devices, evaluate, export, gradcheck, render, train, view
+from . import bench, devices, evaluate, export, gradcheck, render, sfm, train, view
 
 
 class SplatGroup(click.Group):
@@ -62,7 +62,7 @@ def main() -> None:
 
 
 for command in (render.render, train.train, evaluate.eval_cmd, view.view, export.export,
-                bench.bench, gradcheck.gradcheck, devices.devices):
+                bench.bench, gradcheck.gradcheck, devices.devices, sfm.sfm):
     main.add_command(command)
 
 

@@ -17,6 +17,7 @@ from ..options import PRESET_NAMES
 from .common import ADAPTER, DEVICE
 from .config_cli import flag_value, preset_help, section_of
 from .flags import argument, flag, flags_of
+from .sfm import FRAMES, MAPPER, MATCHER, MAX_SIDE, SFM_SIDE
 from .web_viewer import HOST, PORT
 
 # How a resumed run treats a run-level flag given again (a field's ``resume``):
@@ -79,6 +80,12 @@ class RunRequest:
         "--distributed", is_flag=True,
         help="One rank per process under mpirun/srun (needs wgsl_splat[mpi]): the batch is split "
              "across ranks, gradients all-reduced with MPI, rank 0 writes the outputs.")
+    # DATA a folder of photos or a video: the SfM that makes its COLMAP folder (cached beside it)
+    frames: int = FRAMES.field()
+    max_side: int = MAX_SIDE.field()
+    sfm_side: int = SFM_SIDE.field()
+    matcher: str = MATCHER.field()
+    mapper: str = MAPPER.field()
 
     @property
     def web(self) -> tuple[str, int] | None:
@@ -190,4 +197,8 @@ def resume_command(request: RunRequest, world=None) -> str:
         args.append("--distributed")
     if request.preview:
         args.append("--preview")
+    declared = flags_of(RunRequest)
+    for name in ("frames", "max_side", "sfm_side", "matcher", "mapper"):   # the SfM cache's key
+        if getattr(request, name) != declared[name].default:
+            args += [declared[name].decls[0], str(getattr(request, name))]
     return shlex.join(program + args)

@@ -21,8 +21,8 @@ from .flags import add_flags, split_request
 from .run_request import ResumeCheck, RunRequest, resume_command
 from .step_factory import make_step_factory
 
-TRAIN_HELP = f"""Train on DATA: {scene_formats_text()}, or 'default' (the embedded procedural
-scene). Writes a .ply, checkpoints, metrics.json and a log into --out, which holds one run: an
+TRAIN_HELP = f"""Train on DATA: {scene_formats_text()}, a folder of photos or a video (camera
+poses computed by SfM first: needs wgsl_splat[sfm]), or 'default' (the embedded procedural scene). Writes a .ply, checkpoints, metrics.json and a log into --out, which holds one run: an
 existing run is continued (--resume latest) or replaced (--overwrite).
 
 SIGINT (Ctrl-C) and SIGTERM finish the current step, save a checkpoint and the PLY, and exit with
@@ -281,9 +281,15 @@ def _train_in(run: _Run, world=None, earlier_signal=None) -> None:
     from ..training.startup import check_new_run
     from ..training.trainer import Trainer
 
+    from .sfm import scene_for
+
     request, cfg, out_dir = run.request, run.cfg, run.request.out_dir
-    dataset = load_training_data(request.data, request.resolution, request.eval_split,
-                                 cfg.background)
+    # photos or a video: their COLMAP folder, computed once and reused by --resume and later
+    # runs; under MPI by rank 0 alone (an error there ends every rank, _train_distributed)
+    data = scene_for(request.data, request) if world is None or world.rank == 0 else None
+    if world is not None:
+        data = world.comm.bcast(data, root=0)
+    dataset = load_training_data(data, request.resolution, request.eval_split, cfg.background)
     for note in dataset.notes:
         click.echo(f"note: {note}")
     if not run.resume:   # refused now, not after decoding and initialisation (nothing written yet)

@@ -45,6 +45,11 @@ def scene_formats_text() -> str:
 
 def _not_a_scene(p: Path) -> str:
     """Why ``p`` is no scene of any format (one line)."""
+    from .sfm import sfm_input_kind
+
+    if sfm_input_kind(p) is not None:
+        return (f"{p} is a {'video' if p.is_file() else 'folder of photos'} without camera poses: "
+                f"`wgsl_splat train {p}` or `wgsl_splat sfm {p} --out SCENE` computes them")
     if p.is_file():
         return (f"{p} is neither an image ({', '.join(IMAGE_EXTENSIONS)}) nor a transforms.json")
     if p.is_dir() and find_model(p):

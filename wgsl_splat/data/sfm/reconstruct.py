@@ -1,0 +1,127 @@
+"""pycolmap's part: a database with one camera per group of photos, SIFT features, matching,
+mapping, the largest reconstruction. pycolmap's own log (glog) is turned down to errors: the
+caller prints one line per stage instead, and its errors (no model) become one-line SfmErrors."""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from .inputs import SfmError, require_pycolmap
+
+# Extraction runs in batches of this many images, so that the caller can show progress.
+EXTRACT_BATCH = 8
+# Video frames: each frame is matched with the next OVERLAP ones (and, quadratic, with frames
+# 2, 4, 8, ... ahead), which also ties frames across a slow stretch of the capture.
+OVERLAP = 10
+
+
+@dataclass
+class Reconstruction:
+    """The largest reconstruction and what the summary says of it."""
+
+    model: object                       # pycolmap.Reconstruction
+    registered: list
+    unregistered: list
+    points: int
+    reprojection_error: float
+    models: int                         # how many separate reconstructions the mapper made
+    seconds: dict = field(default_factory=dict)
+    cpu_seconds: dict = field(default_factory=dict)   # every thread's: the figure a busy machine keeps
+
+
+def _quiet(pycolmap) -> None:
+    pycolmap.logging.minloglevel = 3   # fatal only: what fails is reported as an SfmError
+    pycolmap.logging.stderrthreshold = 3
+
+
+def reconstruct(images: Path, work: Path, groups, settings, kind: str, log,
+                progress=None) -> Reconstruction:
+    """Features, matches and poses for the photos of ``groups`` (one camera each) in
+    ``images``; the database and the mapper's models go into ``work``. ``log``: one line per
+    stage; ``progress(stage, done, total)``: progress within a stage."""
+    pycolmap = require_pycolmap()
+    _quiet(pycolmap)
+    pycolmap.set_random_seed(settings.seed)
+    db = str(work / "database.db")
+    names = sorted(n for g in groups for n in g.names)
+    seconds, cpu = {}, {}
+
+    t, c = time.perf_counter(), time.process_time()
+    database = pycolmap.Database.open(db)
+    try:
+        ids = []
+        for g in groups:
+            cam = pycolmap.Camera(model="SIMPLE_RADIAL", width=g.width, height=g.height,
+                                  params=[g.focal, g.width / 2, g.height / 2, 0.0])
+            cam.has_prior_focal_length = g.prior
+            ids.append(database.write_camera(cam))
+    finally:
+        database.close()
+    for g, cid in zip(groups, ids):
+        pycolmap.import_images(db, str(images), pycolmap.CameraMode.AUTO, list(g.names),
+                               pycolmap.ImageReaderOptions(existing_camera_id=cid))
+    extraction = pycolmap.FeatureExtractionOptions(max_image_size=settings.sfm_side)
+    extraction.sift.max_num_features = settings.max_features
+    for i in range(0, len(names), EXTRACT_BATCH):
+        pycolmap.extract_features(db, str(images), names[i:i + EXTRACT_BATCH],
+                                  extraction_options=extraction)
+        if progress:
+            progress("extraction", min(i + EXTRACT_BATCH, len(names)), len(names))
+    seconds["extraction"], cpu["extraction"] = time.perf_counter() - t, time.process_time() - c
+
+    t, c = time.perf_counter(), time.process_time()
+    matcher = settings.matcher_for(kind)
+    if matcher == "sequential":
+        pairs = pycolmap.SequentialPairingOptions(overlap=OVERLAP, quadratic_overlap=True)
+        pycolmap.match_sequential(db, pairing_options=pairs)
+    else:
+        pycolmap.match_exhaustive(db)
+    seconds["matching"], cpu["matching"] = time.perf_counter() - t, time.process_time() - c
+    database = pycolmap.Database.open(db)
+    try:
+        verified = database.num_verified_image_pairs()
+    finally:
+        database.close()
+    log(f"matched {len(names)} images {matcher}ly: {verified} image pairs share geometry "
+        f"({seconds['matching']:.0f} s)")
+
+    t, c = time.perf_counter(), time.process_time()
+    out = work / "models"
+    out.mkdir(parents=True, exist_ok=True)
+    if settings.mapper == "global":
+        options = pycolmap.GlobalPipelineOptions(random_seed=settings.seed)
+        models = pycolmap.global_mapping(db, str(images), str(out), options)
+    else:
+        options = pycolmap.IncrementalPipelineOptions(random_seed=settings.seed)
+        done = [0]
+
+        def next_image():
+            done[0] += 1
+            if progress:
+                progress("mapping", min(done[0] + 1, len(names)), len(names))
+
+        models = pycolmap.incremental_mapping(db, str(images), str(out), options,
+                                              next_image_callback=next_image)
+    seconds["mapping"], cpu["mapping"] = time.perf_counter() - t, time.process_time() - c
+    if not models:
+        raise SfmError(_too_few(0, len(names)))
+    model = max(models.values(), key=lambda m: m.num_reg_images())
+    registered = sorted(model.image(i).name for i in model.reg_image_ids())
+    return Reconstruction(model, registered, sorted(set(names) - set(registered)),
+                          model.num_points3D(), float(model.compute_mean_reprojection_error()),
+                          len(models), seconds, cpu)
+
+
+def _too_few(registered: int, total: int) -> str:
+    return (f"SfM placed only {registered} of {total} images: the photos need more overlap (every "
+            f"part of the scene in 3 or more photos taken a step apart, not from one spot), or "
+            f"more photos")
+
+
+def check_registered(rec: Reconstruction, total: int, least_fraction: float) -> None:
+    """Refuse a result that placed fewer than 3 images or less than ``least_fraction`` of them."""
+    n = len(rec.registered)
+    if n < 3 or n < least_fraction * total:
+        raise SfmError(_too_few(n, total))
