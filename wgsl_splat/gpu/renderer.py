@@ -69,8 +69,10 @@ COUNTERS_BYTES = 32        # counters[0..8)
 MIN_CAPACITY = 16384
 # Bytes per Gaussian a forward render holds besides the parameters (4·(11 + 3K)): the splat (48),
 # its rectangle (16), the depth sort's keys and ids, twice (16), and room for four intersections
-# (16, the initial capacity). What render and view check a model against before uploading it.
-RENDER_ROW_BYTES = SPLAT_BYTES + RECT_BYTES + 16 + 16
+# (the initial capacity) at the per-splat emission's 16 bytes each (tile key and id, twice, for
+# their sort; the table's ids take 4) plus its pair count (4). What render and view check a model
+# against before uploading it.
+RENDER_ROW_BYTES = SPLAT_BYTES + RECT_BYTES + 16 + 4 * 16 + 4
 # Per pixel: the image (12), last contributor and final transmittance (8).
 RENDER_PIXEL_BYTES = 20
 
