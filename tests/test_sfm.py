@@ -107,6 +107,16 @@ def test_the_same_inputs_reuse_the_result_and_train_starts_from_it(photos, monke
     assert res.exit_code == 0, res.output
     assert "reusing the SfM result" in res.output and "SfM: " in res.output
     assert (out / "point_cloud" / "iteration_2" / "point_cloud.ply").is_file()
+    # a resumed run keeps the run's SfM settings without being given them again, so it finds
+    # the same poses (reconstruct would fail); given a different one, it is refused
+    res = CliRunner().invoke(main, ["train", str(folder), "--out", str(out), "--resume", "latest",
+                                    "--device", "cpu"])
+    assert res.exit_code == 0, res.output
+    assert "reusing the SfM result" in res.output
+    res = CliRunner().invoke(main, ["train", str(folder), "--out", str(out), "--resume", "latest",
+                                    "--device", "cpu", "--max-side", "640"])
+    assert res.exit_code != 0 and "--max-side 640 disagrees with the run being resumed (320)" \
+        in res.output, res.output
 
 
 def test_a_result_of_other_inputs_is_refused_or_recomputed(photos, tmp_path):

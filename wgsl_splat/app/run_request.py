@@ -80,12 +80,13 @@ class RunRequest:
         "--distributed", is_flag=True,
         help="One rank per process under mpirun/srun (needs wgsl_splat[mpi]): the batch is split "
              "across ranks, gradients all-reduced with MPI, rank 0 writes the outputs.")
-    # DATA a folder of photos or a video: the SfM that makes its COLMAP folder (cached beside it)
-    frames: int = FRAMES.field()
-    max_side: int = MAX_SIDE.field()
-    sfm_side: int = SFM_SIDE.field()
-    matcher: str = MATCHER.field()
-    mapper: str = MAPPER.field()
+    # DATA a folder of photos or a video: the SfM that makes its COLMAP folder (cached beside it,
+    # keyed on these: a resumed run keeps them, so it finds its own poses again)
+    frames: int = FRAMES.field(**_resume(AGREE, "sfm_frames"))
+    max_side: int = MAX_SIDE.field(**_resume(AGREE, "sfm_max_side"))
+    sfm_side: int = SFM_SIDE.field(**_resume(AGREE, "sfm_side"))
+    matcher: str = MATCHER.field(**_resume(AGREE, "sfm_matcher"))
+    mapper: str = MAPPER.field(**_resume(AGREE, "sfm_mapper"))
 
     @property
     def web(self) -> tuple[str, int] | None:
@@ -97,14 +98,18 @@ class RunRequest:
         their bytes) and a resumed run is compared with."""
         return dict(data=self.data if self.data == "default" else os.path.abspath(self.data),
                     resolution=self.resolution, eval_split=self.eval_split, preset=self.preset,
-                    device_option=self.device)
+                    device_option=self.device, sfm_frames=self.frames,
+                    sfm_max_side=self.max_side, sfm_side=self.sfm_side,
+                    sfm_matcher=self.matcher, sfm_mapper=self.mapper)
 
     def resumed(self, run_info: dict, given: "ResumeCheck", echo) -> tuple["RunRequest", dict]:
         """The request and run info as the resumed run ``run_info`` continues them: its own data,
         -r, split and preset (the flags that must agree), and its device unless ``--device`` was
         given again (then recorded as the run's)."""
         rules = self.resume_rules()
-        own = {name: run_info[key] for name, (rule, _, key) in rules.items() if rule == AGREE}
+        # (a run recorded before a setting was: its default, what it ran with)
+        own = {name: run_info.get(key, getattr(RunRequest, name))
+               for name, (rule, _, key) in rules.items() if rule == AGREE}
         device = given.resumed_device(self.device, run_info, echo)
         return (dataclasses.replace(self, **own, device=device),
                 dict(run_info, **{rules["device"][2]: device}))
@@ -197,8 +202,4 @@ def resume_command(request: RunRequest, world=None) -> str:
         args.append("--distributed")
     if request.preview:
         args.append("--preview")
-    declared = flags_of(RunRequest)
-    for name in ("frames", "max_side", "sfm_side", "matcher", "mapper"):   # the SfM cache's key
-        if getattr(request, name) != declared[name].default:
-            args += [declared[name].decls[0], str(getattr(request, name))]
     return shlex.join(program + args)

@@ -78,6 +78,8 @@ def _resumed_settings(meta: dict, run: dict, given: ResumeCheck) -> tuple:
         described = stored.get("device")
         old_run[device_key] = ("cpu" if isinstance(described, str)
                                and described.startswith("cpu") else None)
+    for name, (_, _, key) in RunRequest.resume_rules().items():   # recorded after the run
+        old_run.setdefault(key, getattr(RunRequest, name))
     given.check(old_cfg, old_run, run)
     return old_cfg, old_run
 
