@@ -53,10 +53,14 @@ def test_a_resumed_run_checks_and_keeps_the_declared_flags():
     assert {name: rule[:2] for name, rule in rules.items()} == {
         "data": ("agree", "DATA"), "preset": ("agree", "--preset"),
         "eval_split": ("agree", "--eval"), "resolution": ("agree", "-r/--resolution"),
-        "device": ("kept", "--device")}
+        "device": ("kept", "--device"), "frames": ("agree", "--frames"),
+        "max_side": ("agree", "--max-side"), "sfm_side": ("agree", "--sfm-side"),
+        "matcher": ("agree", "--matcher"), "mapper": ("agree", "--mapper")}
     request = RunRequest(data="default", resolution=2, device="auto")
     assert list(request.run_info()) == ["data", "resolution", "eval_split", "preset",
-                                        "device_option"]
+                                        "device_option", "sfm_frames", "sfm_max_side",
+                                        "sfm_side", "sfm_matcher", "sfm_mapper"]
+    assert {key for _, _, key in rules.values()} == set(request.run_info())
 
 
 def configured(*args):
