@@ -49,6 +49,7 @@ def test_override_resolution_and_constants():
     assert port.hlsl_entry(hlsl, "copy_vec4") == "copy_vec4_"
     assert port.needs("var<storage> a: array<atomic<f32>>;") == {"float-atomics"}
     assert port.needs("let s = subgroupShuffleXor(v, 1u);") == {"subgroups"}
+    assert port.needs("let s = 1u;  // as subgroupAdd(1u) would say\n") == set()
 
 
 def test_tour_reaches_every_kind_of_variant(tour_variants):
