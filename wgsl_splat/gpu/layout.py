@@ -20,6 +20,9 @@ RASTER_COLS = (1, 2)
 #: layout, its one-column twin, and the 8- and 4-row GPU layouts
 RASTER_SHAPES = ((16, 2), (16, 1), (8, 1), (4, 1))
 LOSS_VARIANTS = ("tiled", "lines")
+#: the widths of the emulated subgroups (Layout.emulated_subgroup): those of real GPUs, which
+#: lavapipe's subgroups (4 to 16 lanes) cannot show
+EMULATED_SUBGROUPS = (32, 64)
 
 
 @dataclass(frozen=True)
@@ -34,6 +37,9 @@ class Layout:
     loss_variant: str      # "tiled" (workgroup memory) or "lines" (one thread per image line)
     float_atomics: bool    # raster backward's hardware float atomics, else a CAS loop
     subgroups: bool        # raster backward's subgroup reduction, else through workgroup memory
+    # A test variant: the subgroup reduction's logic with subgroups of this many invocations
+    # emulated through workgroup memory (EMULATED_SUBGROUPS; 0: off). Instead of `subgroups`.
+    emulated_subgroup: int = 0
 
     def __post_init__(self) -> None:
         if self.raster_rows not in RASTER_ROWS:
@@ -45,6 +51,11 @@ class Layout:
                              f"{self.loss_variant!r}")
         if int(self.threads) < 1:
             raise ValueError(f"threads must be positive, got {self.threads}")
+        if self.emulated_subgroup not in (0, *EMULATED_SUBGROUPS):
+            raise ValueError(f"emulated_subgroup must be 0 (off) or one of {EMULATED_SUBGROUPS}, "
+                             f"got {self.emulated_subgroup}")
+        if self.emulated_subgroup and self.subgroups:
+            raise ValueError("emulated_subgroup replaces the subgroup reduction: subgroups=False")
 
     @classmethod
     def of(cls, ctx, **choices) -> "Layout":
@@ -75,7 +86,10 @@ class Layout:
             # lavapipe: no barriers, no workgroup memory in the loss.
             loss_variant=str(given.get("loss_variant", "lines" if cpu else "tiled")),
             float_atomics=bool(given.get("float_atomics", ctx.has_float_atomics)),
-            subgroups=bool(given.get("subgroups", ctx.has_subgroups)))
+            # an emulated subgroup is the reduction instead of the adapter's subgroups
+            subgroups=bool(given.get("subgroups", ctx.has_subgroups
+                                     and not given.get("emulated_subgroup"))),
+            emulated_subgroup=int(given.get("emulated_subgroup", 0)))
         layout.check(ctx)
         return layout
 
@@ -94,5 +108,8 @@ class Layout:
     @property
     def reduction(self) -> str:
         """The raster backward's accumulation variant in words."""
-        return (f"{'float atomics' if self.float_atomics else 'CAS loop'}, "
-                f"{'subgroup' if self.subgroups else 'workgroup'} reduction")
+        if self.emulated_subgroup:
+            kind = f"emulated {self.emulated_subgroup}-lane subgroup"
+        else:
+            kind = "subgroup" if self.subgroups else "workgroup"
+        return f"{'float atomics' if self.float_atomics else 'CAS loop'}, {kind} reduction"

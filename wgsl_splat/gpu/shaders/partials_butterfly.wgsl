@@ -1,7 +1,8 @@
 // The slot, mask and butterfly of the per-subgroup partial sums of raster_backward.wgsl, written once
-// over the lane operations of the file that includes it (partials_subgroup.wgsl: subgroup
-// builtins), so that another implementation of the lanes runs the same logic. That file defines,
-// each called by every lane in uniform control flow:
+// over the lane operations of the file that includes it: partials_subgroup.wgsl (subgroup builtins)
+// and partials_emulated.wgsl (a subgroup of W invocations through workgroup memory, which runs this
+// same logic at the widths lavapipe cannot give). That file defines, each called by every lane in
+// uniform control flow:
 //   lane_first(li) -> u32                 the local index of the subgroup's first lane
 //   lane_index(li) -> u32                 the lane's index among the subgroup's (0: the first)
 //   lane_count() -> u32                   its lanes (a power of two, packed from 0)

@@ -19,7 +19,8 @@
 // in a fixed slot order and issue one global atomic per non-zero gradient component per splat per
 // tile (grad_add: float atomics or a compare-and-swap loop, atomic_float.wgsl / atomic_cas.wgsl).
 // Two barriers per round. The splat ids of a round are double-buffered so that the next round's
-// load cannot race the reduction.
+// load cannot race the reduction. For the tests, partials_emulated.wgsl runs the subgroup logic
+// with subgroups of 32 or 64 invocations through workgroup memory.
 //
 // The subgroup sums run in uniform control flow: no backend guarantees that lanes reconverge after
 // a branch they took differently, so between a barrier and a subgroup operation no branch depends
