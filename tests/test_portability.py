@@ -49,11 +49,13 @@ def test_override_resolution_and_constants():
     assert port.hlsl_entry(hlsl, "copy_vec4") == "copy_vec4_"
     assert port.needs("var<storage> a: array<atomic<f32>>;") == {"float-atomics"}
     assert port.needs("let s = subgroupShuffleXor(v, 1u);") == {"subgroups"}
+    assert port.needs("let s = 1u;  // as subgroupAdd(1u) would say\n") == set()
 
 
 def test_tour_reaches_every_kind_of_variant(tour_variants):
-    """Both render modes, both atomics, both reductions, every raster layout, densification, the
-    3D filter, both losses, sorts, limits, Adam and the viewer's render shader."""
+    """Both render modes, both atomics, every reduction (the emulated subgroups too), every raster
+    layout, densification, the 3D filter, both losses, sorts, limits, Adam and the viewer's render
+    shader."""
     by_module = {}
     for v in tour_variants:
         by_module.setdefault(v.module, set()).add(v)
@@ -62,9 +64,12 @@ def test_tour_reaches_every_kind_of_variant(tour_variants):
             "prefix", "sort", "limits", "adam", "present", "emit", "scan"} <= set(by_module)
     rb = by_module["raster_backward"]
     assert {v.config.mode for v in rb} == {"classic", "antialiased"}
-    combos = {(dict(v.defines)["ATOMICS"], dict(v.defines)["PARTIALS"], dict(v.defines)["ROWS"],
-               dict(v.defines)["COLS"]) for v in rb}
-    assert len(combos) == 2 * 2 * 4          # atomics x reductions x (rows, cols) layouts
+    combos = {(dict(v.defines)["ATOMICS"], dict(v.defines)["PARTIALS"],
+               dict(v.defines).get("LANE_WIDTH"), dict(v.defines)["ROWS"], dict(v.defines)["COLS"])
+              for v in rb}
+    # atomics x reductions (subgroup, workgroup, emulated 32 and 64 lanes) x (rows, cols) layouts
+    assert len(combos) == 2 * 4 * 4
+    assert {w for _, p, w, _, _ in combos if p == "partials_emulated.wgsl"} == {"32", "64"}
     sh = {(dict(v.constants)["SH_COEFFS"], dict(v.constants)["SH_ACTIVE"])
           for v in by_module["project"]}
     assert sh == {((d + 1) ** 2, a) for d in range(4) for a in range(d + 1)}

@@ -1,10 +1,17 @@
-"""The subgroup reduction of the backward pass (partials_subgroup.wgsl) at 4, 8 and 16 lanes.
+"""The subgroup reduction of the backward pass (partials_subgroup.wgsl) at 4, 8 and 16 lanes, and
+its logic at 32 and 64 lanes through an emulated subgroup (partials_emulated.wgsl).
 
 Lavapipe's subgroups are as wide as its SIMD vectors: LP_NATIVE_VECTOR_WIDTH=128 gives 4 lanes,
 256 (the default on AVX2) 8 and 512 16 (1024 reports 32 but sums only 16 lanes: not usable). The
 width is fixed when the driver loads, so each width runs the gradient checks in a subprocess,
 which first measures the width it got. Both layouts: the CPU one (8 threads per tile: one
-subgroup, or half of a 16-lane one) and the GPU one (64 threads: 16, 8 or 4 subgroups)."""
+subgroup, or half of a 16-lane one) and the GPU one (64 threads: 16, 8 or 4 subgroups).
+
+The widths of real GPUs (32: Apple, NVIDIA; 64: AMD) are emulated: W consecutive invocations
+exchanging through workgroup memory, with the same slot, mask and butterfly
+(partials_butterfly.wgsl). In the CPU layout the subgroup is wider than the workgroup (8 active
+lanes of 32 or 64, as on hardware); in the GPU layout 64 threads are two 32-lane subgroups or
+one 64-lane one."""
 
 from __future__ import annotations
 
@@ -17,7 +24,7 @@ import pytest
 from test_gpu_step import assert_all_ok, fresh_seed
 
 from wgsl_splat.contract.optim import OptimConfig
-from wgsl_splat.gpu.layout import Layout
+from wgsl_splat.gpu.layout import EMULATED_SUBGROUPS, Layout
 from wgsl_splat.gpu.step import GpuTrainStep
 from wgsl_splat.render_config import render_config
 from wgsl_splat.tools.gradcheck import compare, make_problem
@@ -27,6 +34,13 @@ pytestmark = pytest.mark.gpu   # every test here needs an adapter
 
 VECTOR_WIDTH = {4: "128", 8: "256", 16: "512"}
 EXPECT = "WGSL_SPLAT_EXPECT_SUBGROUP_LANES"
+# both layouts forced, whatever the adapter's default
+LAYOUTS = {
+    "cpu layout": dict(raster_rows=16, raster_cols=2, threads=256, parallel_scan=False,
+                       loss_variant="lines"),
+    "gpu layout": dict(raster_rows=4, raster_cols=1, threads=16384, parallel_scan=True,
+                       loss_variant="tiled"),
+}
 
 
 def measured_subgroup_size(ctx) -> int:
@@ -87,3 +101,32 @@ def test_subgroup_reduction_here(gpu_ctx):
     step.set_filter_cameras(filter_cameras(cam))
     step.update_filter_3d()
     assert_all_ok(compare(step, model, cam, target), f"{lanes} lanes antialiased, seed {seed}")
+
+
+@pytest.mark.parametrize("width", EMULATED_SUBGROUPS)
+@pytest.mark.parametrize("layout", sorted(LAYOUTS))
+def test_emulated_subgroup_gradients(gpu_ctx, layout, width):
+    """The gradient checks with the subgroup reduction's logic at `width` lanes, both atomics where
+    the adapter has float atomics (fresh random problems, the reference's tolerances)."""
+    threads = (16 // LAYOUTS[layout]["raster_cols"]) * (16 // LAYOUTS[layout]["raster_rows"])
+    for fa in (False, True)[:1 + gpu_ctx.has_float_atomics]:
+        seed = fresh_seed()
+        model, cam, target = make_problem(seed, 150, 70, 50, background=(0.1, 0.2, 0.3))
+        step = GpuTrainStep(gpu_ctx, model, OptimConfig(), (0.1, 0.2, 0.3),
+                            layout=Layout.of(gpu_ctx, float_atomics=fa, emulated_subgroup=width,
+                                             **LAYOUTS[layout]))
+        layout_used = step.backward.layout
+        assert layout_used.emulated_subgroup == width and not layout_used.subgroups
+        assert_all_ok(compare(step, model, cam, target),
+                      f"{width} emulated lanes on {threads} threads per tile, seed {seed}, "
+                      f"{step.backward.variant}")
+
+
+def test_an_emulated_subgroup_is_one_of_the_declared_widths_and_replaces_subgroups(gpu_ctx):
+    with pytest.raises(ValueError, match="emulated_subgroup must be"):
+        Layout.of(gpu_ctx, emulated_subgroup=16)
+    if gpu_ctx.has_subgroups:
+        with pytest.raises(ValueError, match="subgroups=False"):
+            Layout.of(gpu_ctx, subgroups=True, emulated_subgroup=32)
+    assert not Layout.of(gpu_ctx, emulated_subgroup=64).subgroups
+    assert Layout.of(gpu_ctx).emulated_subgroup == 0

@@ -7,7 +7,8 @@
   loop on ``atomic<u32>`` otherwise (the :class:`~.layout.Layout` field ``float_atomics`` forces
   it, for tests and DX12 parity). Partial sums are reduced per subgroup first (an xor butterfly of
   subgroup shuffles) where the adapter has subgroups, otherwise through workgroup memory per
-  thread (``subgroups``).
+  thread (``subgroups``); ``emulated_subgroup`` runs the subgroup logic at 32 or 64 lanes through
+  workgroup memory, for the tests.
 - ``shaders/project_backward.wgsl``: one thread per Gaussian, once per page of the state
   (:mod:`.pages`), chains ``grad2d`` to every stored parameter (into ``grads``, the flat layout of
   ``params``; or, ``fused``, straight into the Adam update of the parameter: no gradient buffer),

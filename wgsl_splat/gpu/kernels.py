@@ -22,7 +22,7 @@ import numpy as np
 from ..contract.losses import PARAM_TERMS, gaussian_window_1d
 from ..contract.statistics import STANDARD, accessors_wgsl, resolve
 from ..render_config import CLASSIC, RENDER_MODES, RenderConfig, render_config
-from .layout import RASTER_SHAPES, Layout
+from .layout import EMULATED_SUBGROUPS, RASTER_SHAPES, Layout
 
 PARTIALS_BYTES = 12288      # workgroup memory for the per-round partial sums of raster_backward
 RASTER_BATCH = 256          # splats per workgroup-memory batch of raster.wgsl (12 KiB)
@@ -150,11 +150,14 @@ def backward_batch(layout: Layout) -> int:
 
 def raster_backward(layout: Layout, config: RenderConfig) -> KernelVariant:
     rows, cols = layout.raster_rows, layout.raster_cols
-    return RASTER_BACKWARD.variant(config, {
+    defines = {
         "ROWS": rows, "COLS": cols, "THREADS_X": 16 // cols, "THREADS_Y": 16 // rows,
         "BATCH": backward_batch(layout),
         "ATOMICS": "atomic_float.wgsl" if layout.float_atomics else "atomic_cas.wgsl",
-        "PARTIALS": "partials_subgroup.wgsl" if layout.subgroups else "partials_workgroup.wgsl"})
+        "PARTIALS": "partials_subgroup.wgsl" if layout.subgroups else "partials_workgroup.wgsl"}
+    if layout.emulated_subgroup:    # the subgroup logic at a real GPU's width, for the tests
+        defines.update(PARTIALS="partials_emulated.wgsl", LANE_WIDTH=layout.emulated_subgroup)
+    return RASTER_BACKWARD.variant(config, defines)
 
 
 def project_backward(config: RenderConfig, includes: dict, fused: bool) -> KernelVariant:
@@ -218,6 +221,10 @@ def declared_variants(statistics_sets=(STANDARD, ())) -> list[tuple[KernelVarian
                 out.append((raster(replace(shape, raster_skip=flag_a), config), True))
             out.append((raster_backward(replace(shape, float_atomics=flag_a, subgroups=flag_b),
                                         config), True))
+            if not flag_b:
+                out += [(raster_backward(replace(shape, float_atomics=flag_a,
+                                                 emulated_subgroup=w), config), True)
+                        for w in EMULATED_SUBGROUPS]
         for j, stats in enumerate(statistics_sets):
             for chosen, pose in itertools.product(terms, (False, True)):
                 includes = project_includes(stats, chosen, pose)

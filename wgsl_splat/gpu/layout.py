@@ -26,6 +26,9 @@ KINDS = ("cpu", "gpu")
 #: depth-sorted splats counting into a (tile, chunk) table (emit.wgsl; no sort of the pairs), or
 #: "splats", one thread per splat, then a stable radix sort of the pairs by tile (emit_splats.wgsl)
 EMISSIONS = ("table", "splats")
+#: the widths of the emulated subgroups (Layout.emulated_subgroup): those of real GPUs, which
+#: lavapipe's subgroups (4 to 16 lanes) cannot show
+EMULATED_SUBGROUPS = (32, 64)
 
 
 @dataclass(frozen=True)
@@ -43,6 +46,9 @@ class Layout:
     emission: str          # EMISSIONS: the pairs' emission
     per_view_tiles: bool   # appearance/pose kernels: a thread per pixel and workgroup-tree sums,
                            # else a thread per image row and one-thread sums (no barriers)
+    # A test variant: the subgroup reduction's logic with subgroups of this many invocations
+    # emulated through workgroup memory (EMULATED_SUBGROUPS; 0: off). Instead of `subgroups`.
+    emulated_subgroup: int = 0
 
     def __post_init__(self) -> None:
         if self.raster_rows not in RASTER_ROWS:
@@ -56,6 +62,11 @@ class Layout:
             raise ValueError(f"emission must be one of {EMISSIONS}, got {self.emission!r}")
         if int(self.threads) < 1:
             raise ValueError(f"threads must be positive, got {self.threads}")
+        if self.emulated_subgroup not in (0, *EMULATED_SUBGROUPS):
+            raise ValueError(f"emulated_subgroup must be 0 (off) or one of {EMULATED_SUBGROUPS}, "
+                             f"got {self.emulated_subgroup}")
+        if self.emulated_subgroup and self.subgroups:
+            raise ValueError("emulated_subgroup replaces the subgroup reduction: subgroups=False")
 
     @classmethod
     def of(cls, ctx, kind: str | None = None, **choices) -> "Layout":
@@ -90,7 +101,9 @@ class Layout:
             # lavapipe: no barriers, no workgroup memory in the loss.
             loss_variant=str(given.get("loss_variant", "lines" if cpu else "tiled")),
             float_atomics=bool(given.get("float_atomics", ctx.has_float_atomics)),
-            subgroups=bool(given.get("subgroups", ctx.has_subgroups)),
+            # an emulated subgroup is the reduction instead of the adapter's subgroups
+            subgroups=bool(given.get("subgroups", ctx.has_subgroups
+                                     and not given.get("emulated_subgroup"))),
             # A GPU needs threads that grow with N: the table's are bounded by its size (2 056 at
             # 1080p: 36 % of the step at 1 M Gaussians on an H200); lavapipe's few cores run the
             # table without a sort of the pairs (the sort cost more than the rest of the render).
@@ -98,7 +111,8 @@ class Layout:
             # A GPU needs a thread per pixel (a 270-row view is 270 threads); on lavapipe the
             # per-pixel tiles and their barriers measured 4-10x slower than a thread per row
             # (docs/benchmarks.md).
-            per_view_tiles=bool(given.get("per_view_tiles", not cpu)))
+            per_view_tiles=bool(given.get("per_view_tiles", not cpu)),
+            emulated_subgroup=int(given.get("emulated_subgroup", 0)))
         layout.check(ctx)
         return layout
 
@@ -117,5 +131,8 @@ class Layout:
     @property
     def reduction(self) -> str:
         """The raster backward's accumulation variant in words."""
-        return (f"{'float atomics' if self.float_atomics else 'CAS loop'}, "
-                f"{'subgroup' if self.subgroups else 'workgroup'} reduction")
+        if self.emulated_subgroup:
+            kind = f"emulated {self.emulated_subgroup}-lane subgroup"
+        else:
+            kind = "subgroup" if self.subgroups else "workgroup"
+        return f"{'float atomics' if self.float_atomics else 'CAS loop'}, {kind} reduction"

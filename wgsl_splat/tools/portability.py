@@ -258,7 +258,9 @@ def resolve_overrides(code: str, constants: tuple) -> str:
 
 
 def needs(code: str) -> set:
-    """Optional capabilities the WGSL uses: ``float-atomics`` (atomic<f32>), ``subgroups``."""
+    """Optional capabilities the WGSL uses: ``float-atomics`` (atomic<f32>), ``subgroups``
+    (outside comments: a comment may name a builtin the code does not call)."""
+    code = re.sub(r"//[^\n]*", "", code)
     out = set()
     if re.search(r"atomic\s*<\s*f32\s*>", code):
         out.add("float-atomics")

@@ -19,7 +19,14 @@
 // in a fixed slot order and issue one global atomic per non-zero gradient component per splat per
 // tile (grad_add: float atomics or a compare-and-swap loop, atomic_float.wgsl / atomic_cas.wgsl).
 // Two barriers per round. The splat ids of a round are double-buffered so that the next round's
-// load cannot race the reduction.
+// load cannot race the reduction. For the tests, partials_emulated.wgsl runs the subgroup logic
+// with subgroups of 32 or 64 invocations through workgroup memory.
+//
+// The subgroup sums run in uniform control flow: no backend guarantees that lanes reconverge after
+// a branch they took differently, so between a barrier and a subgroup operation no branch depends
+// on the lane. The walk's bounds are made common to the lanes sharing a partial slot
+// (partial_last), a pixel a splat does not reach adds exact zeros (select) instead of being
+// branched around, and the sums are stored by all lanes at once (each its own splat's).
 //
 // Only positions up to the tile's largest last-contributor index are visited (a workgroup atomicMax
 // at the start): splats behind every pixel's stopping point carry no gradient.
@@ -125,20 +132,19 @@ fn load_group(tile_y: u32, lid_y: u32, gi: u32, px: u32, width: u32, height: u32
 
 // One splat (staged geometry g, oc and colour col, 1-based position pos) over one pixel group,
 // back to front: recovers T before the splat, adds the gradient terms to `acc`. A group whose
-// pixels all stopped in front of the splat is skipped.
+// pixels all stopped in front of the splat is skipped (last_max: the bound of every lane sharing
+// the partial slot, so they branch together); a pixel the splat does not reach adds zeros (every
+// term is 0 or selected away where `valid` is false, so the sums are those of a branch around it).
 fn splat_group(p: ptr<function, PixelGroup>, acc: ptr<function, SplatSums>, g: vec4<f32>,
                oc: vec4<f32>, col: vec4<f32>, dx: f32, pos: u32) {
-    if (pos > (*p).last_max) {
-        return;
-    }
-    let dy = (*p).fy - vec4<f32>(g.y);
-    let power = splat_power(g, oc, dx, dy);
-    let gauss = exp(power);
-    let a_raw = oc.y * gauss;
-    let alpha = min(vec4<f32>(ALPHA_MAX), a_raw);
-    let valid = (vec4<u32>(pos) <= (*p).last) & (power <= vec4<f32>(0.0)) &
-                (alpha >= vec4<f32>(ALPHA_MIN));
-    if (any(valid)) {
+    if (pos <= (*p).last_max) {
+        let dy = (*p).fy - vec4<f32>(g.y);
+        let power = splat_power(g, oc, dx, dy);
+        let gauss = exp(power);
+        let a_raw = oc.y * gauss;
+        let alpha = min(vec4<f32>(ALPHA_MAX), a_raw);
+        let valid = (vec4<u32>(pos) <= (*p).last) & (power <= vec4<f32>(0.0)) &
+                    (alpha >= vec4<f32>(ALPHA_MIN));
         let inv = vec4<f32>(1.0) / (vec4<f32>(1.0) - alpha);
         let tb = select((*p).t, (*p).t * inv, valid);
         let w = select(vec4<f32>(0.0), alpha * tb, valid);
@@ -157,6 +163,24 @@ fn splat_group(p: ptr<function, PixelGroup>, acc: ptr<function, SplatSums>, g: v
         (*p).suffix = (*p).suffix + w * cdot;
         (*p).t = tb;
     }
+}
+
+// The column's group bounds made common to the lanes sharing a partial slot (partial_last, called
+// in uniform control flow); returns the greatest.
+fn bound_column(li: u32, g0: ptr<function, PixelGroup>, g1: ptr<function, PixelGroup>,
+                g2: ptr<function, PixelGroup>, g3: ptr<function, PixelGroup>) -> u32 {
+    (*g0).last_max = partial_last((*g0).last_max, li);
+    var last = (*g0).last_max;
+    if (GROUPS > 1u) {
+        (*g1).last_max = partial_last((*g1).last_max, li);
+        last = max(last, (*g1).last_max);
+    }
+    if (GROUPS > 2u) {
+        (*g2).last_max = partial_last((*g2).last_max, li);
+        (*g3).last_max = partial_last((*g3).last_max, li);
+        last = max(last, max((*g2).last_max, (*g3).last_max));
+    }
+    return last;
 }
 
 fn load_column(tile_y: u32, lid_y: u32, px: u32, width: u32, height: u32, bg: vec3<f32>,
@@ -224,6 +248,7 @@ fn rasterize_backward(@builtin(local_invocation_id) lid: vec3<u32>,
     workgroupBarrier();
     let slot = partial_slot(li);
     let lanes = partial_lanes();
+    let lane = partial_lane(li);
     let range_start = s_range.x;
 
     let bg = rp.background.xyz;
@@ -251,6 +276,11 @@ fn rasterize_backward(@builtin(local_invocation_id) lid: vec3<u32>,
         s_count = atomicLoad(&s_maxlast);
     }
     let n = workgroupUniformLoad(&s_count);
+    // From here on the lanes of a slot branch only together (see the header).
+    my_last = bound_column(li, &a0, &a1, &a2, &a3);
+    if (COLS > 1u) {
+        my_last = max(my_last, bound_column(li, &b0, &b1, &b2, &b3));
+    }
     let mask0 = atomicLoad(&s_slot_mask[0]);
     let mask1 = atomicLoad(&s_slot_mask[1]);
     let rounds = (n + BATCH - 1u) / BATCH;
@@ -265,6 +295,9 @@ fn rasterize_backward(@builtin(local_invocation_id) lid: vec3<u32>,
             s_id[ids_off + li] = gid;
         }
         workgroupBarrier();
+        var keep_m = vec4<f32>(0.0);
+        var keep_c = vec4<f32>(0.0);
+        var keep_rgb = vec4<f32>(0.0);
         for (var kk = 0u; kk < cnt; kk = kk + 1u) {
             let k = cnt - 1u - kk;
             let pos = start + k + 1u;                 // 1-based position, as last_contrib
@@ -286,14 +319,27 @@ fn rasterize_backward(@builtin(local_invocation_id) lid: vec3<u32>,
                     acc_rgb = acc_rgb + gb.rgb;
                 }
             }
-            let sum_m = partial_sum(acc_m, lanes);
-            let sum_c = partial_sum(acc_c, lanes);
-            let sum_rgb = partial_sum(acc_rgb, lanes);
-            if (slot == li) {
-                let at = 3u * k * THREADS + slot;
-                s_part[at] = sum_m;
-                s_part[at + THREADS] = sum_c;
-                s_part[at + 2u * THREADS] = sum_rgb;
+            let sum_m = partial_sum(acc_m, lanes, li);
+            let sum_c = partial_sum(acc_c, lanes, li);
+            let sum_rgb = partial_sum(acc_rgb, lanes, li);
+            // Every lane has the sums; lane `held` (kk % lanes, a power of two) keeps them, and
+            // once every lane keeps one (or the round ends) all lanes store together: one store
+            // per splat and subgroup, as one writing lane would make, without a branch on the lane
+            // before the next sums. (A mask, not `%`: lavapipe divides by the unknown `lanes`, 4 %
+            // of the stage in the GPU layout.)
+            let held = kk & (lanes - 1u);
+            let mine = held == lane;
+            keep_m = select(keep_m, sum_m, mine);
+            keep_c = select(keep_c, sum_c, mine);
+            keep_rgb = select(keep_rgb, sum_rgb, mine);
+            if (held == lanes - 1u || kk + 1u == cnt) {
+                // A lane keeping nothing this time (lane > held) writes its own slot, which the
+                // reduction never reads: lane 0 always keeps one, and only a lane 0 is a slot.
+                let at = select(li, 3u * (cnt - 1u - (kk - held + lane)) * THREADS + slot,
+                                lane <= held);
+                s_part[at] = keep_m;
+                s_part[at + THREADS] = keep_c;
+                s_part[at + 2u * THREADS] = keep_rgb;
             }
         }
         workgroupBarrier();
