@@ -68,7 +68,11 @@ def measured_subgroup_size(ctx) -> int:
 
 @pytest.mark.parametrize("lanes", sorted(VECTOR_WIDTH))
 def test_subgroup_gradients_at_width(lanes):
-    env = dict(os.environ, LP_NATIVE_VECTOR_WIDTH=VECTOR_WIDTH[lanes], **{EXPECT: str(lanes)})
+    # the checkout's package, not whichever an editable install points at (cwd is tests/)
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    path = os.pathsep.join([root] + [p for p in [os.environ.get("PYTHONPATH")] if p])
+    env = dict(os.environ, LP_NATIVE_VECTOR_WIDTH=VECTOR_WIDTH[lanes], PYTHONPATH=path,
+               **{EXPECT: str(lanes)})
     r = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider",
                         f"{__file__}::test_subgroup_reduction_here"], env=env,
                        capture_output=True, text=True, timeout=900, cwd=os.path.dirname(__file__))
