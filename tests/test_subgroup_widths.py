@@ -34,13 +34,8 @@ pytestmark = pytest.mark.gpu   # every test here needs an adapter
 
 VECTOR_WIDTH = {4: "128", 8: "256", 16: "512"}
 EXPECT = "WGSL_SPLAT_EXPECT_SUBGROUP_LANES"
-# both layouts forced, whatever the adapter's default
-LAYOUTS = {
-    "cpu layout": dict(raster_rows=16, raster_cols=2, threads=256, parallel_scan=False,
-                       loss_variant="lines"),
-    "gpu layout": dict(raster_rows=4, raster_cols=1, threads=16384, parallel_scan=True,
-                       loss_variant="tiled"),
-}
+# both layouts forced, whatever the adapter's default (Layout.of's kinds)
+LAYOUTS = ("cpu", "gpu")
 
 
 def measured_subgroup_size(ctx) -> int:
@@ -87,14 +82,13 @@ def test_subgroup_reduction_here(gpu_ctx):
         pytest.skip(f"LP_NATIVE_VECTOR_WIDTH sets lavapipe's width; this adapter is {gpu_ctx.name}")
     assert gpu_ctx.has_subgroups
     assert measured_subgroup_size(gpu_ctx) == int(lanes)
-    layouts = [{}, dict(raster_rows=4, threads=16384, parallel_scan=True, loss_variant="tiled")]
-    for layout in layouts:
+    for layout in LAYOUTS:
         for fa in (True, False):
             seed = fresh_seed()
             model, cam, target = make_problem(seed, 150, 70, 50, background=(0.1, 0.2, 0.3))
             step = GpuTrainStep(gpu_ctx, model, OptimConfig(), (0.1, 0.2, 0.3),
-                                layout=Layout.of(gpu_ctx, float_atomics=fa, subgroups=True,
-                                                 **layout))
+                                layout=Layout.of(gpu_ctx, layout, float_atomics=fa,
+                                                 subgroups=True))
             assert_all_ok(compare(step, model, cam, target),
                           f"{lanes} lanes, seed {seed}, {layout}, {step.backward.variant}")
     config = render_config("antialiased")
@@ -108,17 +102,17 @@ def test_subgroup_reduction_here(gpu_ctx):
 
 
 @pytest.mark.parametrize("width", EMULATED_SUBGROUPS)
-@pytest.mark.parametrize("layout", sorted(LAYOUTS))
+@pytest.mark.parametrize("layout", LAYOUTS)
 def test_emulated_subgroup_gradients(gpu_ctx, layout, width):
     """The gradient checks with the subgroup reduction's logic at `width` lanes, both atomics where
     the adapter has float atomics (fresh random problems, the reference's tolerances)."""
-    threads = (16 // LAYOUTS[layout]["raster_cols"]) * (16 // LAYOUTS[layout]["raster_rows"])
     for fa in (False, True)[:1 + gpu_ctx.has_float_atomics]:
         seed = fresh_seed()
         model, cam, target = make_problem(seed, 150, 70, 50, background=(0.1, 0.2, 0.3))
         step = GpuTrainStep(gpu_ctx, model, OptimConfig(), (0.1, 0.2, 0.3),
-                            layout=Layout.of(gpu_ctx, float_atomics=fa, emulated_subgroup=width,
-                                             **LAYOUTS[layout]))
+                            layout=Layout.of(gpu_ctx, layout, float_atomics=fa,
+                                             emulated_subgroup=width))
+        threads = (16 // step.layout.raster_cols) * (16 // step.layout.raster_rows)
         layout_used = step.backward.layout
         assert layout_used.emulated_subgroup == width and not layout_used.subgroups
         assert_all_ok(compare(step, model, cam, target),
