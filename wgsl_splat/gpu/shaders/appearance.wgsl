@@ -34,13 +34,11 @@ struct AppParams {
 @group(0) @binding(6) var<storage, read_write> app_partials: array<vec4<f32>>;
 
 #include "adam_update.wgsl"
+#include "row_sums.wgsl"
 
-const TILE: u32 = 16u;
-const WG: u32 = 256u;       // TILE², and the threads of app_update
+const TILE: u32 = 16u;      // TILE² = WG (row_sums.wgsl): a tile's threads are one reduction's
 const ROWS_WG: u32 = 64u;
 const FLOATS: u32 = 12u;    // a 3x4 matrix, row-major: A row c = [c·4 .. c·4+2], b_c = [c·4+3]
-
-var<workgroup> wg_sums: array<vec4<f32>, 768>;   // 3 × WG (12 KiB)
 
 fn param(k: u32) -> f32 {
     return app_state[ap.dims.z * 3u * FLOATS + k];
@@ -50,17 +48,8 @@ fn tiles() -> vec2<u32> {
     return (ap.dims.xy + vec2<u32>(TILE - 1u)) / TILE;
 }
 
-// Sums wg_sums' three rows of WG into their first elements (every thread calls it: barriers).
-fn reduce_rows(lid: u32) {
-    workgroupBarrier();
-    for (var s = WG / 2u; s > 0u; s = s >> 1u) {
-        if (lid < s) {
-            for (var r = 0u; r < 3u; r = r + 1u) {
-                wg_sums[r * WG + lid] = wg_sums[r * WG + lid] + wg_sums[r * WG + lid + s];
-            }
-        }
-        workgroupBarrier();
-    }
+fn partial_row(i: u32, r: u32) -> vec4<f32> {
+    return app_partials[3u * i + r];
 }
 
 @compute @workgroup_size(TILE, TILE)
@@ -106,10 +95,7 @@ fn app_backward(@builtin(global_invocation_id) gid: vec3<u32>,
         s1 = s[1];
         s2 = s[2];
     }
-    wg_sums[lid] = s0;
-    wg_sums[WG + lid] = s1;
-    wg_sums[2u * WG + lid] = s2;
-    reduce_rows(lid);
+    reduce_rows(lid, s0, s1, s2);
     if (lid < 3u) {
         app_partials[3u * (wid.y * tiles().x + wid.x) + lid] = wg_sums[lid * WG];
     }
@@ -117,22 +103,7 @@ fn app_backward(@builtin(global_invocation_id) gid: vec3<u32>,
 
 @compute @workgroup_size(WG)
 fn app_update(@builtin(local_invocation_index) lid: u32) {
-    let n = ap.dims.w;
-    var s0 = vec4<f32>(0.0);
-    var s1 = vec4<f32>(0.0);
-    var s2 = vec4<f32>(0.0);
-    for (var base = 0u; base < n; base = base + WG) {   // a uniform bound: n from the uniform
-        let p = base + lid;
-        if (p < n) {
-            s0 = s0 + app_partials[3u * p];
-            s1 = s1 + app_partials[3u * p + 1u];
-            s2 = s2 + app_partials[3u * p + 2u];
-        }
-    }
-    wg_sums[lid] = s0;
-    wg_sums[WG + lid] = s1;
-    wg_sums[2u * WG + lid] = s2;
-    reduce_rows(lid);
+    sum_partials(lid, ap.dims.w);
     // Adam on 12 floats: one thread each, the rest idle (the work is the sum above).
     if (lid < FLOATS) {
         adam_step(lid, wg_sums[(lid / 4u) * WG][lid % 4u]);

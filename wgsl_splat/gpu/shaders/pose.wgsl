@@ -30,11 +30,13 @@ struct PoseParams {
 @group(0) @binding(3) var<storage, read> pose_partials: array<vec4<f32>>;
 
 #include "adam_update.wgsl"
+#include "row_sums.wgsl"
 
 const FLOATS: u32 = 6u;
-const WG: u32 = 256u;
 
-var<workgroup> wg_pose: array<vec4<f32>, 768>;   // 3 × WG (12 KiB): rows of the threads' sums
+fn partial_row(i: u32, r: u32) -> vec4<f32> {
+    return pose_partials[3u * i + r];
+}
 
 fn hat(v: vec3<f32>) -> mat3x3<f32> {   // [v]×, built from columns
     return mat3x3<f32>(vec3<f32>(0.0, v.z, -v.y), vec3<f32>(-v.z, 0.0, v.x),
@@ -93,32 +95,9 @@ fn pose_apply() {
 
 @compute @workgroup_size(WG)
 fn pose_update(@builtin(local_invocation_index) lid: u32) {
-    let n = pp.dims.y;
-    var s0 = vec4<f32>(0.0);
-    var s1 = vec4<f32>(0.0);
-    var s2 = vec4<f32>(0.0);
-    for (var base = 0u; base < n; base = base + WG) {   // a uniform bound: n from the uniform
-        let p = base + lid;
-        if (p < n) {
-            s0 = s0 + pose_partials[3u * p];
-            s1 = s1 + pose_partials[3u * p + 1u];
-            s2 = s2 + pose_partials[3u * p + 2u];
-        }
-    }
-    wg_pose[lid] = s0;
-    wg_pose[WG + lid] = s1;
-    wg_pose[2u * WG + lid] = s2;
-    workgroupBarrier();
-    for (var s = WG / 2u; s > 0u; s = s >> 1u) {
-        if (lid < s) {
-            for (var r = 0u; r < 3u; r = r + 1u) {
-                wg_pose[r * WG + lid] = wg_pose[r * WG + lid] + wg_pose[r * WG + lid + s];
-            }
-        }
-        workgroupBarrier();
-    }
+    sum_partials(lid, pp.dims.y);
     if (lid == 0u) {
-        pose_step(wg_pose[0], wg_pose[WG], wg_pose[2u * WG]);
+        pose_step(wg_sums[0], wg_sums[WG], wg_sums[2u * WG]);
     }
 }
 
