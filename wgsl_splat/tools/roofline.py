@@ -164,7 +164,8 @@ def emission_work(r, rect_tiles: int, pairs: int, tiles: int, scan: int) -> Work
         return Work(2 * TILE_TEST_FLOP * rect_tiles, walks + 4 * tiles * r.chunks * 3 + 12 * pairs,
                     2 + scan, "tile of a rectangle")
     passes = len(r.pair_sort.passes)
-    sort_bytes = passes * 20 * pairs + 4 * 2 * r.pair_sort.threads * (1 << 8) * passes
+    bins = sum(1 << w for _, w in r.pair_sort.passes)       # the (bin, thread) tables' rows
+    sort_bytes = passes * 20 * pairs + 4 * 2 * r.pair_sort.threads * bins
     return Work(2 * TILE_TEST_FLOP * rect_tiles + 10 * passes * pairs,
                 walks + 4 * n * 4 + 8 * pairs + sort_bytes + 2 * 8 * tiles * 24,
                 r.dispatches_per_render - len(r.pages) - r.depth_sort.num_dispatches - 1,
