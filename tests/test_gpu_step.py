@@ -262,9 +262,12 @@ def test_one_step_equals_cpu_step_with_statistics(gpu_ctx):
     assert np.all(sg["grad_accum"][sg["denom"] == 0] == 0)
 
 
-def test_no_readback_or_allocation_inside_steps(gpu_ctx):
+@pytest.mark.parametrize("kind", ["cpu", "gpu"])
+def test_no_readback_or_allocation_inside_steps(gpu_ctx, kind):
+    """Both layouts: the GPU one's per-splat emission, pair sort and per-view tiles too."""
     model, cam, target = make_problem(fresh_seed(), 200, 64, 48)
-    step = GpuTrainStep(gpu_ctx, model, OptimConfig(), history=64)
+    step = GpuTrainStep(gpu_ctx, model, OptimConfig(), history=64,
+                        layout=Layout.of(gpu_ctx, kind))
     for _ in range(3):   # warm-up: capacity check after upload, target upload, pipelines
         step.step(cam, target, view_id=0)
     step.take_losses()
