@@ -171,11 +171,9 @@ def test_all_pipelines_compile(gpu_ctx):
     for atomics in atomics_variants:
         for partials in partials_variants:
             for rows, cols in layouts:
-                threads = (16 // cols) * (16 // rows)
                 lib.pipeline("raster_backward", "rasterize_backward", defines={
                     "ROWS": rows, "COLS": cols, "THREADS_X": 16 // cols, "THREADS_Y": 16 // rows,
-                    "BATCH": min(threads, 12288 // (48 * threads)), "ATOMICS": atomics,
-                    "PARTIALS": partials})
+                    "BATCH": 64, "PART_CELLS": 256, "ATOMICS": atomics, "PARTIALS": partials})
     from wgsl_splat.gpu.backward import project_includes
     for sink in ("grads_sink.wgsl", "adam_sink.wgsl"):   # gradients out, or Adam fused in
         lib.pipeline("project_backward", "project_backward", defines={"SINK": sink},

@@ -15,6 +15,7 @@ from wgsl_splat.contract.optim import AdamState, OptimConfig, adam_step
 from wgsl_splat.contract.state import HostArrays
 from wgsl_splat.contract.statistics import ndc_grad_norm
 from wgsl_splat.gpu.adam import GpuAdam, ParamLayout
+from wgsl_splat.gpu import kernels
 from wgsl_splat.gpu.layout import Layout
 from wgsl_splat.gpu.loss import GpuLoss
 from wgsl_splat.gpu.step import GpuTrainStep
@@ -72,14 +73,16 @@ def test_gradients_match_reference(gpu_ctx, variant, n, size):
 
 @pytest.mark.parametrize("rows", [4, 8])
 def test_discrete_gpu_layout_matches_reference(gpu_ctx, rows):
-    """The layout a discrete GPU gets (4 rows per raster thread -> 4-splat backward rounds, 16384
-    sort/emission threads with multi-workgroup scans, the tiled loss), on whatever adapter runs
-    the tests."""
+    """The layout a discrete GPU gets (4 rows per raster thread: 64 threads per tile, backward
+    rounds of 64 splats with 32-lane subgroups and 4 without, 16384 sort/emission threads with
+    multi-workgroup scans, the tiled loss), on whatever adapter runs the tests."""
     seed = fresh_seed()
     model, cam, target = make_problem(seed, 400, 90, 70)
     step = GpuTrainStep(gpu_ctx, model, OptimConfig(), layout=Layout.of(
         gpu_ctx, "gpu", raster_rows=rows))
-    assert step.backward.batch == {4: 4, 8: 8}[rows]
+    layout = step.backward.layout
+    assert [kernels.backward_round(layout, lanes) for lanes in (1, 8, 32, 64)] == \
+        {4: [4, 32, 64, 64], 8: [8, 64, 64, 64]}[rows]
     assert_all_ok(compare(step, model, cam, target), f"seed {seed} rows {rows}")
 
 

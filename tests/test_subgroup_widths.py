@@ -24,8 +24,10 @@ import pytest
 from test_gpu_step import assert_all_ok, fresh_seed
 
 from wgsl_splat.contract.optim import OptimConfig
+from wgsl_splat.gpu import kernels
 from wgsl_splat.gpu.layout import EMULATED_SUBGROUPS, Layout
 from wgsl_splat.gpu.step import GpuTrainStep
+from wgsl_splat.reference import render
 from wgsl_splat.render_config import render_config
 from wgsl_splat.tools.gradcheck import compare, make_problem
 from wgsl_splat.tools.random_scene import filter_cameras
@@ -91,6 +93,11 @@ def test_subgroup_reduction_here(gpu_ctx):
                                                  subgroups=True))
             assert_all_ok(compare(step, model, cam, target),
                           f"{lanes} lanes, seed {seed}, {layout}, {step.backward.variant}")
+    seed = fresh_seed()     # many backward rounds per tile, at this width's round size
+    model, cam, target = make_faint(seed)
+    step = GpuTrainStep(gpu_ctx, model, OptimConfig(), FAINT_KW["background"],
+                        layout=Layout.of(gpu_ctx, "gpu", subgroups=True))
+    assert_all_ok(compare(step, model, cam, target), f"{lanes} lanes faint, seed {seed}")
     config = render_config("antialiased")
     seed = fresh_seed()
     model, cam, target = make_problem(seed, 150, 70, 50, config=config)
@@ -118,6 +125,37 @@ def test_emulated_subgroup_gradients(gpu_ctx, layout, width):
         assert_all_ok(compare(step, model, cam, target),
                       f"{width} emulated lanes on {threads} threads per tile, seed {seed}, "
                       f"{step.backward.variant}")
+
+
+# A faint scene: 600 splats of 0.7-5 % opacity over 40x24 pixels, whose tiles composite up to ~360
+# (checked below): the backward pass walks them in several rounds (64, or 4 to 32 splats each,
+# kernels.backward_round), so round boundaries, a first round shorter than the rest (not a multiple
+# of the lanes) and the next round's prefetched records are all exercised.
+FAINT = (600, 40, 24)
+FAINT_KW = {"opacity_logits": (-5.0, -3.0), "background": (0.1, 0.2, 0.3)}
+
+
+def make_faint(seed):
+    return make_problem(seed, *FAINT, **FAINT_KW)
+
+
+@pytest.mark.parametrize("reduction", ["workgroup", "subgroup", "emulated 32", "emulated 64"])
+@pytest.mark.parametrize("layout", LAYOUTS)
+def test_backward_rounds_in_every_reduction(gpu_ctx, layout, reduction):
+    """Gradients against the reference where every tile takes several backward rounds."""
+    if reduction == "subgroup" and not gpu_ctx.has_subgroups:
+        pytest.skip(f"{gpu_ctx.name} has no subgroups")
+    choice = ({"emulated_subgroup": int(reduction.split()[1])} if reduction.startswith("emulated")
+              else {"subgroups": reduction == "subgroup"})
+    seed = fresh_seed()
+    model, cam, target = make_faint(seed)
+    lc = render(model.astype(np.float64), cam, np.array(FAINT_KW["background"])).last_contrib
+    step = GpuTrainStep(gpu_ctx, model, OptimConfig(), FAINT_KW["background"],
+                        layout=Layout.of(gpu_ctx, layout, **choice))
+    most = max(kernels.backward_round(step.layout, lanes) for lanes in (1, 4, 8, 16, 32, 64))
+    assert lc.max() > 3 * most, f"seed {seed}: the tiles' walks ({lc.max()}) fit in 3 rounds"
+    assert_all_ok(compare(step, model, cam, target),
+                  f"faint, seed {seed}, {layout} layout, {step.backward.variant}")
 
 
 def test_an_emulated_subgroup_is_one_of_the_declared_widths_and_replaces_subgroups(gpu_ctx):

@@ -141,7 +141,6 @@ class GpuBackward:
         # the renderer's layout, or another accumulation variant of it (the portability tour)
         self.layout = layout = layout or renderer.layout
         layout.check(ctx)
-        self.batch = kernels.backward_batch(layout)
         config = renderer.config
         self._raster = kernels.raster_backward(layout, config).module(lib)
         self.statistics = resolve(statistics)

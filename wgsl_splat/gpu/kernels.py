@@ -24,7 +24,8 @@ from ..contract.statistics import STANDARD, accessors_wgsl, resolve
 from ..render_config import CLASSIC, RENDER_MODES, RenderConfig, render_config
 from .layout import EMULATED_SUBGROUPS, RASTER_SHAPES, Layout
 
-PARTIALS_BYTES = 12288      # workgroup memory for the per-round partial sums of raster_backward
+BACKWARD_BATCH = 64         # the most splats per round of raster_backward
+PARTIALS_BYTES = 12288      # workgroup memory for its per-round partial sums (48 B per cell)
 RASTER_BATCH = 256          # splats per workgroup-memory batch of raster.wgsl (12 KiB)
 RADIX_BITS = (8, 4)         # digit bits of the radix sort: the renderer's, and the tests' smaller
 
@@ -142,17 +143,29 @@ def raster(layout: Layout, config: RenderConfig) -> KernelVariant:
         "THREADS_Y": 16 // rows, "SKIP": str(layout.raster_skip).lower()})
 
 
-def backward_batch(layout: Layout) -> int:
-    """Splats per round of raster_backward (its partial sums fit PARTIALS_BYTES)."""
+def backward_cells(layout: Layout) -> int:
+    """The (splat, slot) cells of partial sums a round of raster_backward fills at most: what
+    PARTIALS_BYTES holds, or, for the emulated subgroups (whose lane exchange takes workgroup
+    memory too), exactly what their slots need (the workgroup stays within WebGPU's 16 KiB)."""
+    if layout.emulated_subgroup:
+        threads = (16 // layout.raster_cols) * (16 // layout.raster_rows)
+        return BACKWARD_BATCH * max(1, threads // layout.emulated_subgroup)
+    return PARTIALS_BYTES // 48
+
+
+def backward_round(layout: Layout, lanes: int) -> int:
+    """Splats per round of raster_backward when its subgroups have ``lanes`` invocations (1: the
+    workgroup reduction), as the kernel computes it from the slots it counts."""
     threads = (16 // layout.raster_cols) * (16 // layout.raster_rows)
-    return min(threads, PARTIALS_BYTES // (48 * threads))
+    slots = max(1, threads // lanes)
+    return min(BACKWARD_BATCH, backward_cells(layout) // slots)
 
 
 def raster_backward(layout: Layout, config: RenderConfig) -> KernelVariant:
     rows, cols = layout.raster_rows, layout.raster_cols
     defines = {
         "ROWS": rows, "COLS": cols, "THREADS_X": 16 // cols, "THREADS_Y": 16 // rows,
-        "BATCH": backward_batch(layout),
+        "BATCH": BACKWARD_BATCH, "PART_CELLS": backward_cells(layout),
         "ATOMICS": "atomic_float.wgsl" if layout.float_atomics else "atomic_cas.wgsl",
         "PARTIALS": "partials_subgroup.wgsl" if layout.subgroups else "partials_workgroup.wgsl"}
     if layout.emulated_subgroup:    # the subgroup logic at a real GPU's width, for the tests

@@ -87,7 +87,9 @@ def away_from_thresholds(model: GaussianModel, cam: Camera, background, rng,
 
 def make_problem(seed: int, n: int, width: int, height: int, sh_degree: int = 3,
                  edge_cases: bool = True, background=(0.0, 0.0, 0.0),
-                 config: RenderConfig = CLASSIC) -> tuple[GaussianModel, Camera, np.ndarray]:
+                 config: RenderConfig = CLASSIC,
+                 opacity_logits: tuple[float, float] | None = None,
+                 ) -> tuple[GaussianModel, Camera, np.ndarray]:
     """A random float32 model, a camera and a target image: the reference render of the same scene
     with perturbed means and colours (so the loss and its gradient are not trivial). In the
     antialiased mode the problem is made for the 3D filter of ``filter_cameras(camera)``.
@@ -98,12 +100,16 @@ def make_problem(seed: int, n: int, width: int, height: int, sh_degree: int = 3,
     ``L1_KINK_MARGIN`` to the reference render of ``model`` are therefore pushed to that distance,
     so the comparison is made where the loss is differentiable (decided from the reference alone);
     likewise the model is kept off the forward pass's discrete decisions (:func:`away_from_thresholds`).
+    ``opacity_logits`` (low, high): every splat's opacity logit drawn from that range instead (a
+    faint scene, whose pixels composite hundreds of splats).
     """
     from ..reference import render
 
     rng = np.random.default_rng(seed)
     model, cam = random_scene(rng, n=n, width=width, height=height, sh_degree=sh_degree,
                               edge_cases=edge_cases, dtype=np.float32)
+    if opacity_logits is not None:
+        model.opacity_logits[:] = rng.uniform(*opacity_logits, n).astype(np.float32)
     other = model.copy()
     other.means += rng.normal(0, 0.05, other.means.shape).astype(np.float32)
     other.sh[:, 0] += rng.normal(0, 0.3, other.sh[:, 0].shape).astype(np.float32)

@@ -12,15 +12,20 @@
 //   dL/dα_j = T_j (c_j · dL/dC) - (suffix + T_final (bg · dL/dC)) / (1 - α_j)   (0 where α clamps)
 //   α = o·G, G = exp(power): dL/do = dL/dα G, dL/dpower = dL/dα α, then conic and 2D mean.
 //
-// Reduction: a round handles BATCH splats (loaded into workgroup memory). Every thread sums its
-// ROWS x COLS pixels' contributions per splat in registers; then either every thread
+// Reduction: a round handles up to BATCH splats (loaded into workgroup memory). Every thread sums
+// its ROWS x COLS pixels' contributions per splat in registers; then either every thread
 // (partials_workgroup.wgsl) or every subgroup after an in-register sum (partials_subgroup.wgsl) stores
 // 3 vec4 partials per splat in workgroup memory; after one barrier the threads sum those partials
 // in a fixed slot order and issue one global atomic per non-zero gradient component per splat per
-// tile (grad_add: float atomics or a compare-and-swap loop, atomic_float.wgsl / atomic_cas.wgsl).
-// Two barriers per round. The splat ids of a round are double-buffered so that the next round's
-// load cannot race the reduction. For the tests, partials_emulated.wgsl runs the subgroup logic
-// with subgroups of 32 or 64 invocations through workgroup memory.
+// tile (grad_add: float atomics or a compare-and-swap loop, atomic_float.wgsl / atomic_cas.wgsl):
+// fewer than one per subgroup. The partials are sized by the subgroups the workgroup has, not by
+// its threads: PART_CELLS (splat, subgroup) cells, so a round takes min(BATCH, PART_CELLS / parts)
+// splats (64 with 32-lane subgroups, 4 with one-thread ones) and its two barriers are paid per
+// round, not per handful of splats. The next round's records are loaded into registers before
+// this round's reduction, whose workgroup-memory sums and atomics hide their latency. The splat
+// ids of a round are double-buffered so that the next round's load cannot race the reduction.
+// For the tests, partials_emulated.wgsl runs the subgroup logic with subgroups of 32 or 64
+// invocations through workgroup memory.
 //
 // The subgroup sums run in uniform control flow: no backend guarantees that lanes reconverge after
 // a branch they took differently, so between a barrier and a subgroup operation no branch depends
@@ -53,13 +58,17 @@
 
 #include "splat_windows.wgsl"
 
-const GRAD_STRIDE: u32 = 12u;                  // (BATCH, the splats per round, is <= THREADS)
+const GRAD_STRIDE: u32 = 12u;
+const PART_CELLS: u32 = {{PART_CELLS}}u;       // (splat, slot) cells of partials per round
 
 var<workgroup> s_id: array<u32, 2 * BATCH>;      // double-buffered splat ids
-var<workgroup> s_part: array<vec4<f32>, 3 * BATCH * THREADS>;
+// The partials of a round: vec4 c (0: mean and opacity, 1: conic, 2: colour) of the splat the
+// walk visits w-th, from the slot of rank q, at (3 w + c) * parts + q.
+var<workgroup> s_part: array<vec4<f32>, 3 * PART_CELLS>;
 var<workgroup> s_maxlast: atomic<u32>;
 var<workgroup> s_slot_mask: array<atomic<u32>, 2>;   // partial slots in use (THREADS <= 64)
 var<workgroup> s_count: u32;
+var<workgroup> s_masks: vec2<u32>;
 
 // One vec4 group of a thread's pixels (four rows of its column): what the back-to-front walk
 // keeps per pixel. Private arrays indexed by a loop counter are lowered to scratch memory on CPU
@@ -274,25 +283,47 @@ fn rasterize_backward(@builtin(local_invocation_id) lid: vec3<u32>,
     workgroupBarrier();
     if (li == 0u) {
         s_count = atomicLoad(&s_maxlast);
+        s_masks = vec2<u32>(atomicLoad(&s_slot_mask[0]), atomicLoad(&s_slot_mask[1]));
     }
     let n = workgroupUniformLoad(&s_count);
+    // uniform, as the round count that follows from it must be for the barriers in the rounds
+    let masks = workgroupUniformLoad(&s_masks);
     // From here on the lanes of a slot branch only together (see the header).
     my_last = bound_column(li, &a0, &a1, &a2, &a3);
     if (COLS > 1u) {
         my_last = max(my_last, bound_column(li, &b0, &b1, &b2, &b3));
     }
-    let mask0 = atomicLoad(&s_slot_mask[0]);
-    let mask1 = atomicLoad(&s_slot_mask[1]);
-    let rounds = (n + BATCH - 1u) / BATCH;
+    // The slots in use, and this lane's slot's rank among them: the partials are packed by rank.
+    let parts = countOneBits(masks.x) + countOneBits(masks.y);
+    let below = select(0xffffffffu, (1u << slot) - 1u, slot < 32u);     // shifts are mod 32
+    let part = countOneBits(masks.x & below) +
+               countOneBits(masks.y & select(0u, (1u << (slot - 32u)) - 1u, slot >= 32u));
+    // Splats per round: a multiple of every subgroup's lanes (powers of two that divide THREADS,
+    // or one subgroup spanning the workgroup), so the last store of a round (below) stays in it.
+    let batch = min(BATCH, PART_CELLS / parts);
+    let rounds = (n + batch - 1u) / batch;
+
+    // The first round's records (the back of the list), then each round the next one's.
+    var next_id = NULL_SPLAT;
+    var next_splat: Splat2D;
+    let first_cnt = n - (rounds - 1u) * batch;
+    if (rounds > 0u && li < first_cnt) {
+        next_id = isect_ids[range_start + (rounds - 1u) * batch + li];
+        next_splat = splat_at(next_id);
+    }
 
     for (var ri = 0u; ri < rounds; ri = ri + 1u) {
-        let start = (rounds - 1u - ri) * BATCH;     // back to front
-        let cnt = min(BATCH, n - start);
+        let start = (rounds - 1u - ri) * batch;     // back to front
+        let cnt = min(batch, n - start);
         let ids_off = (ri & 1u) * BATCH;
         if (li < cnt) {
-            let gid = isect_ids[range_start + start + li];
-            stage_splat(li, splat_at(gid));
-            s_id[ids_off + li] = gid;
+            stage_splat(li, next_splat);
+            s_id[ids_off + li] = next_id;
+        }
+        for (var j = li + THREADS; j < cnt; j = j + THREADS) {    // BATCH > THREADS
+            let gid = isect_ids[range_start + start + j];
+            stage_splat(j, splat_at(gid));
+            s_id[ids_off + j] = gid;
         }
         workgroupBarrier();
         var keep_m = vec4<f32>(0.0);
@@ -333,31 +364,29 @@ fn rasterize_backward(@builtin(local_invocation_id) lid: vec3<u32>,
             keep_c = select(keep_c, sum_c, mine);
             keep_rgb = select(keep_rgb, sum_rgb, mine);
             if (held == lanes - 1u || kk + 1u == cnt) {
-                // A lane keeping nothing this time (lane > held) writes its own slot, which the
-                // reduction never reads: lane 0 always keeps one, and only a lane 0 is a slot.
-                let at = select(li, 3u * (cnt - 1u - (kk - held + lane)) * THREADS + slot,
-                                lane <= held);
+                // A lane keeping nothing this time (lane > held, the round ended) writes the cell
+                // of a visit past the round's last, which the reduction never reads: below
+                // cnt rounded up to the lanes, at most the round's batch.
+                let at = 3u * (kk - held + lane) * parts + part;
                 s_part[at] = keep_m;
-                s_part[at + THREADS] = keep_c;
-                s_part[at + 2u * THREADS] = keep_rgb;
+                s_part[at + parts] = keep_c;
+                s_part[at + 2u * parts] = keep_rgb;
             }
         }
         workgroupBarrier();
-        // Sum the partials of each (splat, vec4) in a fixed order; one atomic per non-zero component.
+        // The next round's records, loaded while this round's partials are summed.
+        if (ri + 1u < rounds && li < batch) {
+            next_id = isect_ids[range_start + start - batch + li];
+            next_splat = splat_at(next_id);
+        }
+        // Sum the partials of each (splat, vec4) in rank order; one atomic per non-zero component.
         for (var pr = li; pr < 3u * cnt; pr = pr + THREADS) {
-            let base = pr * THREADS;
+            let base = pr * parts;
             var acc = vec4<f32>(0.0);
-            var m = mask0;
-            while (m != 0u) {
-                acc = acc + s_part[base + countTrailingZeros(m)];
-                m = m & (m - 1u);
+            for (var q = 0u; q < parts; q = q + 1u) {
+                acc = acc + s_part[base + q];
             }
-            m = mask1;
-            while (m != 0u) {
-                acc = acc + s_part[base + 32u + countTrailingZeros(m)];
-                m = m & (m - 1u);
-            }
-            let id = s_id[ids_off + pr / 3u];
+            let id = s_id[ids_off + cnt - 1u - pr / 3u];
             if (id == NULL_SPLAT) {
                 continue;      // a slot emission could not fill: no Gaussian to add to
             }
