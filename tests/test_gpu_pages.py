@@ -221,11 +221,16 @@ def test_a_view_past_one_binding_of_intersections_renders_clipped_and_says_so(sm
     refused: a training run goes on."""
     seed = fresh_seed()
     model, cam = faint_covering_scene(np.random.default_rng(seed))
-    # the sorts' (bin, thread) tables within 64 KiB: 32 threads
-    kind = Layout.of(small_ctx, layout, threads=32)
+    # the layout's own sort threads (16 384 on GPUs): the sorts' (bin, thread) tables are bounded
+    # by the binding, as everything else
+    kind = Layout.of(small_ctx, layout)
     r = GpuRenderer(small_ctx, layout=kind)
     r.upload_model(model)
     img = r.render(cam, (0.1, 0.2, 0.3))
+    for sorter in (r.depth_sort, r.pair_sort):
+        if sorter is not None:
+            bins = 1 << max(w for _, w in sorter.passes)
+            assert 4 * sorter.threads * bins <= SMALL_BINDING, (sorter.name, sorter.threads)
     assert r.capacity == r.max_capacity == SMALL_BINDING // 4, f"seed {seed}"
     assert r.clipped_renders == 1 and r.most_needed > r.max_capacity, f"seed {seed}"
     assert np.isfinite(img).all() and img.shape == (33, 33, 3), f"seed {seed}"

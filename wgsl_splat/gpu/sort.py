@@ -247,6 +247,8 @@ class RadixSorter:
         bins = 1 << max(w for _, w in passes)
         per_thread = 16 if self.scan is not None else bins * self.items_per_bin
         threads = max(1, min(self.max_threads, -(-capacity // per_thread)))
+        # The table is one binding: where bindings are small, fewer and longer chunks.
+        threads = max(1, min(threads, self.pool.ctx.max_binding_bytes // (4 * bins)))
         config = (capacity, tuple(passes), count_slot, threads)
         if config == self._config:
             return
