@@ -220,3 +220,36 @@ def test_train_names_what_a_photo_folder_needs_when_it_is_not_a_scene(tmp_path):
 
     with pytest.raises(DatasetError, match="folder of photos without camera poses.*sfm"):
         load_dataset(small)
+
+
+def test_first_octave_upsamples_only_photos_short_of_features():
+    from wgsl_splat.data.sfm.reconstruct import first_octave
+    assert first_octave([1500, 1400, 1600], 2048) == 0       # fox at 1 024 px: texture to spare
+    assert first_octave([350, 900, 2048], 2048) == -1        # mouse: upsampled
+    assert first_octave([], 2048) == -1
+
+
+@pytest.mark.parametrize("cap,octave", [(64, 0), (100_000, -1)])
+def test_extraction_keeps_one_octave_for_every_image(fox_dir, tmp_path, cap, octave):
+    """The probe batch decides; where it chooses -1, its photos are extracted again at -1 (COLMAP
+    would skip photos that already have features), so every photo has one octave's features."""
+    import pycolmap
+
+    from wgsl_splat.data.sfm.reconstruct import EXTRACT_BATCH, extract
+    names = FOX_NAMES[:EXTRACT_BATCH + 2]
+    folder = small_photos(fox_dir, tmp_path / "photos", names)
+    db = str(tmp_path / "database.db")
+    pycolmap.Database.open(db).close()
+    pycolmap.import_images(db, str(folder), pycolmap.CameraMode.SINGLE, names)
+    settings = SfmSettings(sfm_side=SIDE, max_features=cap)
+    assert extract(pycolmap, db, folder, names, settings, None) == octave
+    database = pycolmap.Database.open(db)
+    try:
+        counts = {n: database.num_keypoints_for_image(database.read_image_with_name(n).image_id)
+                  for n in names}
+    finally:
+        database.close()
+    # the probe's photos have as many features as the rest (upsampled too where that is chosen:
+    # 4x as many)
+    probe, rest = names[:EXTRACT_BATCH], names[EXTRACT_BATCH:]
+    assert min(counts[n] for n in probe) > 0.5 * max(counts[n] for n in rest), counts

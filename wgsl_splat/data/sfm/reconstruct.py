@@ -29,6 +29,7 @@ class Reconstruction:
     models: int                         # how many separate reconstructions the mapper made
     seconds: dict = field(default_factory=dict)
     cpu_seconds: dict = field(default_factory=dict)   # every thread's: the figure a busy machine keeps
+    first_octave: int = -1              # SIFT's (extract: 0 where the photos have texture to spare)
 
 
 def _quiet(pycolmap) -> None:
@@ -62,14 +63,10 @@ def reconstruct(images: Path, work: Path, groups, settings, kind: str, log,
     for g, cid in zip(groups, ids):
         pycolmap.import_images(db, str(images), pycolmap.CameraMode.AUTO, list(g.names),
                                pycolmap.ImageReaderOptions(existing_camera_id=cid))
-    extraction = pycolmap.FeatureExtractionOptions(max_image_size=settings.sfm_side)
-    extraction.sift.max_num_features = settings.max_features
-    for i in range(0, len(names), EXTRACT_BATCH):
-        pycolmap.extract_features(db, str(images), names[i:i + EXTRACT_BATCH],
-                                  extraction_options=extraction)
-        if progress:
-            progress("extraction", min(i + EXTRACT_BATCH, len(names)), len(names))
+    octave = extract(pycolmap, db, images, names, settings, progress)
     seconds["extraction"], cpu["extraction"] = time.perf_counter() - t, time.process_time() - c
+    log(f"extracted features of {len(names)} images, SIFT from octave {octave} "
+        f"({seconds['extraction']:.0f} s)")
 
     t, c = time.perf_counter(), time.process_time()
     matcher = settings.matcher_for(kind)
@@ -111,7 +108,51 @@ def reconstruct(images: Path, work: Path, groups, settings, kind: str, log,
     registered = sorted(model.image(i).name for i in model.reg_image_ids())
     return Reconstruction(model, registered, sorted(set(names) - set(registered)),
                           model.num_points3D(), float(model.compute_mean_reprojection_error()),
-                          len(models), seconds, cpu)
+                          len(models), seconds, cpu, octave)
+
+
+def first_octave(feature_counts, max_features: int) -> int:
+    """SIFT's first octave for a capture, from the features its first photos give at octave 0:
+    0 (the image as it is) when their median reaches half the cap, else -1 (COLMAP's default: the
+    image upsampled 2x, about 4x the features and 4x the extraction time). A textured capture
+    such as fox gives ~1 500 a photo at 1 024 px without upsampling, and the cap keeps 2 048 of
+    the ~4 500 it gives with it, so upsampling only costs (fox: 356 -> 170 CPU-s for the whole SfM,
+    the poses as accurate, docs/sfm.md); a textureless one such as mouse gives ~350 and needs it."""
+    counts = sorted(int(n) for n in feature_counts)
+    if not counts:
+        return -1
+    return 0 if counts[len(counts) // 2] >= max_features // 2 else -1
+
+
+def extract(pycolmap, db: str, images: Path, names: list, settings, progress) -> int:
+    """SIFT features of every image into ``db``, in batches (progress); the first batch, at
+    octave 0, decides the first octave (:func:`first_octave`) and is extracted again at -1 when
+    that is the choice. Returns the octave used."""
+    def options(octave):
+        o = pycolmap.FeatureExtractionOptions(max_image_size=settings.sfm_side)
+        o.sift.max_num_features = settings.max_features
+        o.sift.first_octave = octave
+        return o
+
+    probe = names[:EXTRACT_BATCH]
+    pycolmap.extract_features(db, str(images), probe, extraction_options=options(0))
+    database = pycolmap.Database.open(db)
+    try:
+        counts = [database.num_keypoints_for_image(database.read_image_with_name(n).image_id)
+                  for n in probe]
+        octave = first_octave(counts, settings.max_features)
+        if octave != 0:       # COLMAP skips images with features: the probe's go first
+            database.clear_keypoints()
+            database.clear_descriptors()
+    finally:
+        database.close()
+    done = 0 if octave != 0 else len(probe)
+    for i in range(done, len(names), EXTRACT_BATCH):
+        pycolmap.extract_features(db, str(images), names[i:i + EXTRACT_BATCH],
+                                  extraction_options=options(octave))
+        if progress:
+            progress("extraction", min(i + EXTRACT_BATCH, len(names)), len(names))
+    return octave
 
 
 def _too_few(registered: int, total: int) -> str:

@@ -210,7 +210,8 @@ def _compute(source, kind, files, tmp: Path, settings, log, progress) -> dict:
     return dict(summary, registered=len(rec.registered), total=total,
                 unregistered=rec.unregistered, points=rec.points,
                 reprojection_error=rec.reprojection_error, cameras=len(groups),
-                models=rec.models, seconds={"images": prepare, **rec.seconds},
+                models=rec.models, first_octave=rec.first_octave,
+                seconds={"images": prepare, **rec.seconds},
                 cpu_seconds={"images": prepare_cpu, **rec.cpu_seconds})
 
 
