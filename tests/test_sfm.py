@@ -171,6 +171,18 @@ def test_a_video_samples_sharp_frames_and_registers(fox_dir, tmp_path):
     assert len(load_dataset(result.folder).cameras) == s["registered"]
 
 
+def test_a_downscaled_video_says_nothing_of_its_frame_size(fox_dir, tmp_path, capsys, caplog):
+    """Frames read smaller than the video (--max-side) are what was asked: no warning from
+    imageio-ffmpeg about the size reaches the user."""
+    from wgsl_splat.data.sfm.video import write_frames
+    clip = fox_clip(fox_dir, tmp_path / "clip.mp4", names=FOX_NAMES[:3])
+    names, _blurred, _seen, size = write_frames(clip, tmp_path / "images", 3, 160)
+    assert max(size) == 160 and len(names) == 3
+    out = capsys.readouterr()
+    text = out.out + out.err + caplog.text
+    assert "frame size" not in text, text
+
+
 def run_cli(*args):
     res = CliRunner().invoke(main, list(args))
     assert res.exit_code == 1, res.output

@@ -5,6 +5,7 @@ downscales, and applies the video's rotation, so the frames are upright."""
 
 from __future__ import annotations
 
+import logging
 from pathlib import Path
 
 import numpy as np
@@ -38,11 +39,17 @@ def _open(video: Path, max_side: int):
     ffmpeg = _ffmpeg()
     # the longest side at most max_side, the other even (codecs' need), upright (autorotate)
     scale = (f"scale='if(gt(iw,ih),min({max_side},iw),-2)':'if(gt(iw,ih),-2,min({max_side},ih))'")
+    # imageio-ffmpeg warns that the frames differ from the source's size: that is the downscale
+    quiet = logging.getLogger("imageio_ffmpeg")
+    level = quiet.level
+    quiet.setLevel(logging.ERROR)
     try:
         reader = ffmpeg.read_frames(str(video), output_params=["-vf", scale])
         meta = next(reader)
     except (OSError, RuntimeError, StopIteration, ValueError, IndexError) as exc:
         raise SfmError(f"cannot read the video {video}: {_first_line(exc)}") from None
+    finally:
+        quiet.setLevel(level)
     return reader, meta
 
 
