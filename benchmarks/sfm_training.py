@@ -297,12 +297,12 @@ def main() -> None:
                 out = work / "runs" / f"{scene}_{which}_s{seed}"
                 runs[which] = train(row["folders"][which], out, seed, args.steps, eval_at,
                                     args.resolution, args.extra, args.again, args.stop_at)
-                last = list(runs[which]["curve"].values())[-1]
-                print(f"{scene} {which} seed {seed}: " + ", ".join(
-                    f"{k}: {v['psnr']:.2f} dB / {v['ssim']:.4f}, N {v['n']}"
-                    for k, v in runs[which]["curve"].items())
-                    + f"; wall {runs[which]['wall_s']:.0f} s ({last['views']} {last['split']} "
-                    f"views)" + (" (stopped early)" if runs[which]["partial"] else ""), flush=True)
+                r = runs[which]
+                print(f"{scene} {which} seed {seed}: " + (", ".join(
+                    f"{k}: {v['psnr']:.2f} dB / {v['ssim']:.4f}, N {v['n']} ({v['views']} "
+                    f"{v['split']} views)" for k, v in r["curve"].items()) or "no evaluation")
+                    + f"; {r['steps_done']} steps, wall {r['wall_s']:.0f} s"
+                    + (" (stopped early)" if r["partial"] else ""), flush=True)
             row["runs"][str(seed)] = runs
             if args.json:   # a run stopped later keeps what is done
                 Path(args.json).write_text(json.dumps(rows, indent=1))
