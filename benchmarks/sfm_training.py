@@ -53,6 +53,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from bench_fast import machine  # noqa: E402  (this folder: the scripts run from it)
+
 from wgsl_splat.data.colmap_model import find_model  # noqa: E402
 from wgsl_splat.data.datasets import load_dataset  # noqa: E402
 from wgsl_splat.data.images import read_image_size  # noqa: E402
@@ -233,18 +235,6 @@ def collect(out: Path, args: list[str], seed: int, wall: float, partial: bool,
     result["it_per_s"] = result["steps_done"] / result["train_s"] if result["train_s"] else None
     (out / "sfm_training.json").write_text(json.dumps(result, indent=1))
     return result
-
-
-def machine() -> str:
-    import platform
-
-    try:
-        from wgsl_splat.gpu.runtime import select_device
-
-        adapter = select_device("gpu").name
-    except Exception as exc:  # noqa: BLE001
-        adapter = f"no adapter ({exc})"
-    return f"{platform.node()}, {os.cpu_count()} CPUs, {adapter}"
 
 
 def table(rows: list[dict]) -> None:

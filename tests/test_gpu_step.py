@@ -14,8 +14,8 @@ from wgsl_splat.camera import Camera
 from wgsl_splat.contract.optim import AdamState, OptimConfig, adam_step
 from wgsl_splat.contract.state import HostArrays
 from wgsl_splat.contract.statistics import ndc_grad_norm
-from wgsl_splat.gpu.adam import GpuAdam, ParamLayout
 from wgsl_splat.gpu import kernels
+from wgsl_splat.gpu.adam import GpuAdam, ParamLayout
 from wgsl_splat.gpu.layout import Layout
 from wgsl_splat.gpu.loss import GpuLoss
 from wgsl_splat.gpu.step import GpuTrainStep

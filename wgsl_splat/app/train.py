@@ -282,7 +282,6 @@ def _train_in(run: _Run, world=None, earlier_signal=None) -> None:
     from ..training.evaluation import held_out_views
     from ..training.startup import check_new_run
     from ..training.trainer import Trainer
-
     from .sfm import scene_for
 
     request, cfg, out_dir = run.request, run.cfg, run.request.out_dir
