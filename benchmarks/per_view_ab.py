@@ -78,6 +78,9 @@ def main(argv=None) -> None:
     if args.worker:
         worker(args)
         return
+    # this folder's shader_ab (the scripts run from it)
+    from shader_ab import alternate, print_side_by_side
+
     old = Path(tempfile.mkdtemp(prefix="per_view_ab_"))
     archive = subprocess.run(["git", "archive", args.rev, "wgsl_splat"], cwd=ROOT, check=True,
                              capture_output=True).stdout
@@ -85,19 +88,9 @@ def main(argv=None) -> None:
     common = [sys.executable, __file__, "--worker", "--rev", args.rev, "-n", str(args.n),
               "--size", args.size, "--steps", str(args.steps)] + (
                   ["--layout", args.layout] if args.layout else [])
-    results: dict[str, list[dict]] = {"new": [], "old": []}
-    for _ in range(args.pairs):
-        for label, path in (("new", ROOT), ("old", old)):
-            env = dict(os.environ, PYTHONPATH=str(path))
-            run = subprocess.run(common, check=True, capture_output=True, text=True, env=env,
-                                 cwd=path)
-            results[label].append(json.loads(run.stdout.strip().splitlines()[-1]))
-            print(label, {k: round(v, 2) for k, v in results[label][-1].items()}, flush=True)
-    for key in results["new"][0]:
-        new = " / ".join(f"{r[key]:.2f}" for r in results["new"])
-        old_ = " / ".join(f"{r[key]:.2f}" for r in results["old"])
-        print(f"  {key:20s} new {new}   old {old_} ms")
-
+    runs = {label: (common, dict(os.environ, PYTHONPATH=str(path)), path)
+            for label, path in (("new", ROOT), ("old", old))}
+    print_side_by_side(alternate(runs, args.pairs), 20, 2)
 
 if __name__ == "__main__":
     main()

@@ -103,22 +103,37 @@ def main(argv=None) -> None:
     common = [sys.executable, __file__, args.checkpoint, args.scene, "--shader", args.shader,
               "--rev", args.rev, "-r", str(args.resolution), "--steps", str(args.steps),
               "--worker"] + (["--white-background"] if args.white_background else [])
-    results: dict[str, list[dict]] = {"new": [], "old": []}
-    for _ in range(args.pairs):
-        for label in ("new", "old"):
-            extra = ["--image-out", str(tmp / f"{label}.npy")]
-            if label == "old":
-                extra += ["--old-source", str(old)]
-            run = subprocess.run(common + extra, check=True, capture_output=True, text=True,
-                                 env=os.environ)
-            results[label].append(json.loads(run.stdout.strip().splitlines()[-1]))
-            print(label, {k: round(v, 2) for k, v in results[label][-1].items()}, flush=True)
+    runs = {}
+    for label in ("new", "old"):
+        extra = ["--image-out", str(tmp / f"{label}.npy")]
+        if label == "old":
+            extra += ["--old-source", str(old)]
+        runs[label] = (common + extra, os.environ, None)
+    results = alternate(runs, args.pairs)
     same = np.array_equal(np.load(tmp / "new.npy"), np.load(tmp / "old.npy"))
     print(f"image before the first step identical: {same}")
+    print_side_by_side(results, 28, 1)
+
+
+def alternate(runs: dict, pairs: int) -> dict[str, list[dict]]:
+    """Each label's worker (argv, env, cwd) run in turn, ``pairs`` times over (a drifting machine
+    skews both alike); each worker prints its figures as one JSON line, last."""
+    results: dict[str, list[dict]] = {label: [] for label in runs}
+    for _ in range(pairs):
+        for label, (argv, env, cwd) in runs.items():
+            run = subprocess.run(argv, check=True, capture_output=True, text=True, env=env,
+                                 cwd=cwd)
+            results[label].append(json.loads(run.stdout.strip().splitlines()[-1]))
+            print(label, {k: round(v, 2) for k, v in results[label][-1].items()}, flush=True)
+    return results
+
+
+def print_side_by_side(results: dict[str, list[dict]], width: int, digits: int) -> None:
+    """Every figure of the new and the old runs on one line, in ms."""
     for key in results["new"][0]:
-        new = " / ".join(f"{r[key]:.1f}" for r in results["new"])
-        old_ = " / ".join(f"{r[key]:.1f}" for r in results["old"])
-        print(f"  {key:28s} new {new}   old {old_} ms")
+        new = " / ".join(f"{r[key]:.{digits}f}" for r in results["new"])
+        old_ = " / ".join(f"{r[key]:.{digits}f}" for r in results["old"])
+        print(f"  {key:{width}s} new {new}   old {old_} ms")
 
 
 if __name__ == "__main__":
