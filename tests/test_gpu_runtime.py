@@ -6,7 +6,8 @@ import logging
 
 import pytest
 
-from wgsl_splat.gpu import runtime
+from wgsl_splat.gpu import kernels, runtime
+from wgsl_splat.gpu.layout import Layout
 from wgsl_splat.gpu.runtime import (
     OPTIONAL_FEATURES,
     GpuValidationError,
@@ -173,7 +174,9 @@ def test_all_pipelines_compile(gpu_ctx):
             for rows, cols in layouts:
                 lib.pipeline("raster_backward", "rasterize_backward", defines={
                     "ROWS": rows, "COLS": cols, "THREADS_X": 16 // cols, "THREADS_Y": 16 // rows,
-                    "BATCH": 64, "PART_CELLS": 256, "ATOMICS": atomics, "PARTIALS": partials})
+                    "BATCH": kernels.BACKWARD_BATCH, "ATOMICS": atomics, "PARTIALS": partials,
+                    "PART_CELLS": kernels.backward_cells(
+                        Layout.of(gpu_ctx, raster_rows=rows, raster_cols=cols))})
     from wgsl_splat.gpu.backward import project_includes
     for sink in ("grads_sink.wgsl", "adam_sink.wgsl"):   # gradients out, or Adam fused in
         lib.pipeline("project_backward", "project_backward", defines={"SINK": sink},
