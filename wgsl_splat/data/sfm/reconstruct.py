@@ -114,10 +114,9 @@ def reconstruct(images: Path, work: Path, groups, settings, kind: str, log,
 def first_octave(feature_counts, max_features: int) -> int:
     """SIFT's first octave for a capture, from the features its first photos give at octave 0:
     0 (the image as it is) when their median reaches half the cap, else -1 (COLMAP's default: the
-    image upsampled 2x, about 4x the features and 4x the extraction time). A textured capture
-    such as fox gives ~1 500 a photo at 1 024 px without upsampling, and the cap keeps 2 048 of
-    the ~4 500 it gives with it, so upsampling only costs (fox: 356 -> 170 CPU-s for the whole SfM,
-    the poses as accurate, docs/sfm.md); a textureless one such as mouse gives ~350 and needs it."""
+    image upsampled 2x, about 4x the features and the extraction time). Where the photos already
+    give half the cap, upsampling only costs time (the cap drops what it adds); a textureless
+    capture needs it (fox and mouse, docs/sfm.md)."""
     counts = sorted(int(n) for n in feature_counts)
     if not counts:
         return -1
@@ -147,6 +146,8 @@ def extract(pycolmap, db: str, images: Path, names: list, settings, progress) ->
     finally:
         database.close()
     done = 0 if octave != 0 else len(probe)
+    if done and progress:
+        progress("extraction", done, len(names))
     for i in range(done, len(names), EXTRACT_BATCH):
         pycolmap.extract_features(db, str(images), names[i:i + EXTRACT_BATCH],
                                   extraction_options=options(octave))
