@@ -191,7 +191,7 @@ def test_the_decision_is_the_same_on_both_paths(gpu_ctx, room, kw):
 # -- budget, schedules, checks ------------------------------------------------------------------------
 
 def ctx(**kw):
-    base = dict(extent=1.0, white_background=False, seed=0, observations=3 * 100 * 100 * 100,
+    base = dict(extent=1.0, white_background=False, seed=0, view_pixels=(100 * 100,) * 100,
                 params_per_gaussian=59, iters=3000)
     base.update(kw)
     return StrategyContext(**base)
@@ -210,6 +210,19 @@ def test_budget_and_initial_points():
     Fast(FastConfig(budget=5000), ctx()).check(5000)
     with pytest.raises(StrategyError, match=r"budget \(--budget 5000\) is below the 5001 "):
         Fast(FastConfig(budget=5000), ctx()).check(5001)
+
+
+def test_a_views_pixels_count_in_full_up_to_full_view_pixels_then_by_their_square_root():
+    lego = dict(view_pixels=(800 * 800,) * 100)            # lego at full resolution
+    fast = Fast(FastConfig(), ctx(**lego))
+    assert FastConfig().full_view_pixels == 200 * 200
+    assert fast.budget == int(0.4 * 3 * 100 * (800 * 200) / 59) == 325423    # not 1.30 M
+    assert Fast(FastConfig(full_view_pixels=800 * 800), ctx(**lego)).budget == \
+        int(0.4 * 3 * 100 * 800 * 800 / 59)
+    assert Fast(FastConfig(budget=10**6), ctx(**lego)).budget == 10**6
+    # views up to 200 x 200 count in full; mixed sizes per view
+    mixed = Fast(FastConfig(), ctx(view_pixels=(200 * 200, 400 * 400)))
+    assert mixed.budget == int(0.4 * 3 * (200 * 200 + 400 * 200) / 59)
 
 
 def test_resolution_schedule_and_growth_target():

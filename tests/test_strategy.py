@@ -130,7 +130,8 @@ def test_adc_grows_no_further_than_the_views_observe(tmp_path):
 
     assert floats_per_gaussian(3) == 59 and floats_per_gaussian(0) == 14
     obs = 3 * 28 * 192 * 192                       # the embedded scene's training views
-    ctx = StrategyContext(1.0, False, 0, observations=obs, params_per_gaussian=59)
+    ctx = StrategyContext(1.0, False, 0, view_pixels=(192 * 192,) * 28, params_per_gaussian=59)
+    assert ctx.observations == obs
     assert ADC(ADCConfig(), ctx).cap == obs // 59 == 52484
     assert ADC(ADCConfig(max_params_per_observation=0.5), ctx).cap == obs // 118
     assert ADC(ADCConfig(max_params_per_observation=0), ctx).cap == 3_000_000
@@ -139,10 +140,9 @@ def test_adc_grows_no_further_than_the_views_observe(tmp_path):
     # end to end (NumPy path): the run stops growing at the cap and says why
     from test_trainer import tiny_dataset
 
-    from wgsl_splat.training.startup import training_observations
+    from wgsl_splat.training.startup import training_view_pixels
 
-    obs = training_observations(tiny_dataset())
-    assert obs == 3 * 14 * 32 * 32
+    assert training_view_pixels(tiny_dataset()) == (32 * 32,) * 14
     cfg = tiny_config()
     cfg.strategies["adc"].max_params_per_observation = 0.88      # 641 Gaussians, 600 to start with
     trainer, summary, _ = run(tmp_path, cfg)

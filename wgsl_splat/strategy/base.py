@@ -53,13 +53,18 @@ class StrategyContext:
     white_background: bool
     seed: int
     max_gaussians: int | None = None       # the most the path can hold (adapter bindings)
-    observations: int | None = None        # values the training views constrain: 3 × their pixels
+    view_pixels: tuple[int, ...] = ()      # each training view's width × height
     params_per_gaussian: int = 59          # trained floats per Gaussian (59 at SH degree 3)
     iters: int | None = None               # the run's last step
     log: Callable[[str], None] = print
     #: the training views (cameras, images, observations through the step): set by the trainer
     #: once the step exists (wgsl_splat.training.views.TrainingViews)
     views: object | None = None
+
+    @property
+    def observations(self) -> int | None:
+        """The values the training views constrain: three colour channels per pixel."""
+        return 3 * sum(self.view_pixels) if self.view_pixels else None
 
 
 class Strategy(ABC):

@@ -56,7 +56,7 @@ def check_new_run(dataset, cfg: TrainConfig) -> None:
         cfg.optim.for_batch(cfg.batch_size)
         strategy = make_strategy(cfg, StrategyContext(
             scene_extent(dataset), all(c >= 1.0 for c in cfg.background), cfg.seed,
-            observations=training_observations(dataset),
+            view_pixels=training_view_pixels(dataset),
             params_per_gaussian=floats_per_gaussian(cfg.sh_degree), iters=cfg.iters,
             log=lambda line: None))
         strategy.check(initial_count(dataset, cfg, strategy))
@@ -74,10 +74,10 @@ def check_new_run(dataset, cfg: TrainConfig) -> None:
                             "it against); drop the flag")
 
 
-def training_observations(dataset) -> int:
-    """How many values the training views constrain: three colour channels per pixel."""
+def training_view_pixels(dataset) -> tuple[int, ...]:
+    """Each training view's pixels (the strategies' budgets count what the views constrain)."""
     cams = dataset.cameras
-    return sum(3 * cams[i].width * cams[i].height for i in dataset.train_indices)
+    return tuple(cams[i].width * cams[i].height for i in dataset.train_indices)
 
 
 def scene_extent(dataset) -> float:

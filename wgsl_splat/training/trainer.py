@@ -52,7 +52,7 @@ from .config import TrainConfig
 from .errors import TrainingError
 from .evaluation import Lpips, evaluate_views
 from .health import check_loss, divergence, empty_image_loss
-from .startup import initial_model, scene_extent, training_observations
+from .startup import initial_model, scene_extent, training_view_pixels
 from .views import TrainingViews
 
 STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM)
@@ -244,7 +244,7 @@ class Trainer:
             self.extent = scene_extent(self.dataset)
             start = 0
         ctx = StrategyContext(self.extent, all(c >= 1.0 for c in cfg.background), cfg.seed,
-                              observations=training_observations(self.dataset),
+                              view_pixels=training_view_pixels(self.dataset),
                               params_per_gaussian=floats_per_gaussian(cfg.sh_degree),
                               iters=cfg.iters, log=self.log)
         try:
