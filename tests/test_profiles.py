@@ -4,17 +4,20 @@ timestamps, one-line errors for bad names and missing features, and the DX12 com
 
 from __future__ import annotations
 
-import numpy as np
 import pytest
 from click.testing import CliRunner
-from test_gpu_step import _fit_problem, assert_all_ok, fresh_seed
+from test_gpu_step import (
+    assert_all_ok,
+    assert_same_means,
+    fit_on_both_paths,
+    fresh_seed,
+)
 
 from wgsl_splat.contract.optim import OptimConfig
 from wgsl_splat.gpu import runtime
 from wgsl_splat.gpu.profiles import PROFILES
 from wgsl_splat.gpu.runtime import ProfileError, create_context, select_device
 from wgsl_splat.gpu.step import GpuTrainStep
-from wgsl_splat.reference.step import CpuTrainStep
 from wgsl_splat.tools.gradcheck import compare, make_problem
 
 pytestmark = pytest.mark.gpu   # every test here needs an adapter
@@ -80,18 +83,12 @@ def test_short_fit_matches_the_reference_under_profile(profiled):
     """A 200-step fit under the profile ends where the NumPy path does, with the bounds of
     tests/test_gpu_step.py::test_200_step_fit_reaches_the_same_loss_on_both_paths."""
     seed = fresh_seed()
-    start, cam, target, config = _fit_problem(seed)
-    cpu = CpuTrainStep(start, config)
-    gpu = GpuTrainStep(profiled, start, config)
-    for _ in range(200):
-        cpu.step(cam, target, view_id=0)
-        gpu.step(cam, target, view_id=0)
+    cpu, gpu, lowest = fit_on_both_paths(profiled, seed)
     lc, lg = cpu.take_losses(), gpu.take_losses()
     assert abs(lg[0] - lc[0]) <= 1e-5 * lc[0], f"seed {seed}: first losses {lg[0]} vs {lc[0]}"
     gap = abs(lg[-1] - lc[-1])
     assert gap <= 0.01 * lc[0] and gap <= 0.1 * lc[-1], f"seed {seed}: {lg[-1]} vs {lc[-1]}"
-    np.testing.assert_allclose(gpu.get_model().means, cpu.get_model().means, atol=2e-3,
-                               err_msg=f"seed {seed}")
+    assert_same_means(gpu, cpu, lowest, seed)
 
 
 def test_bench_reports_what_it_cannot_time(gpu_ctx):
