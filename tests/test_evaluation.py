@@ -66,6 +66,31 @@ def test_evaluate_views_saves_the_scored_renders_and_per_view_metrics(tmp_path, 
     json.dumps(result)   # goes into metrics.json as is
 
 
+def test_views_scored_on_worker_threads_keep_their_order_names_and_images(tmp_path, rng,
+                                                                         monkeypatch):
+    """Renders on this thread, metrics and PNGs on 3 workers with up to 6 views in flight: each
+    view's PNG and metrics are its own render's, in view order, as scored one at a time."""
+    import wgsl_splat.training.evaluation as evaluation
+
+    ds = default_dataset(resolution=8, eval_split=True, num_cameras=60, num_points=50)
+    assert len(ds.test_indices) > 6
+    renders = {}
+
+    def render(cam):
+        i = next(k for k, c in enumerate(ds.cameras) if c is cam)
+        renders[cam.name] = rng.random(ds.load_image(i).shape)
+        return renders[cam.name]
+
+    monkeypatch.setattr(evaluation, "eval_workers", lambda: 3)
+    result = evaluate_views(ds, render, str(tmp_path), 2)
+    names = [ds.cameras[i].name for i in ds.test_indices]
+    assert list(result["per_view"]) == names
+    for i, name in zip(ds.test_indices, names):
+        saved = iio.imread(tmp_path / "test" / "iteration_2" / (name.rsplit(".", 1)[0] + ".png"))
+        assert np.array_equal(saved / 255.0, quantised(renders[name]))
+        assert result["per_view"][name] == image_metrics(renders[name], ds.load_image(i))
+
+
 def test_lpips_missing_is_a_note_and_present_is_scored(tmp_path, monkeypatch):
     ds = default_dataset(resolution=8, eval_split=True, num_cameras=8, num_points=50)
     monkeypatch.setitem(sys.modules, "lpips", None)      # import lpips -> ImportError

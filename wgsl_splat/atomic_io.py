@@ -19,6 +19,7 @@ import json
 import os
 import re
 import secrets
+import threading
 
 import numpy as np
 
@@ -88,10 +89,14 @@ def stop_recording(record: WriteRecord) -> None:
         _recording.remove(record)
 
 
+_recording_lock = threading.Lock()     # the evaluation writes its PNGs from worker threads
+
+
 def note_written(path) -> None:
     """Record ``path`` in every active record whose folder holds it (call before creating it)."""
-    for record in _recording:
-        record.add(path)
+    with _recording_lock:
+        for record in _recording:
+            record.add(path)
 
 
 def make_dirs(path) -> None:

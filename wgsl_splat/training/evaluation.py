@@ -21,12 +21,19 @@ leaves no pixel has nothing to score: :func:`evaluate_views` skips it and says s
 LPIPS is expensive on a CPU (a VGG-16 per view), so the trainer asks for it only at the final
 evaluation and the ``eval`` command always does; when it cannot be computed the result carries a
 one-line ``lpips_note`` and nothing fails.
+
+The renders are made one after another on the calling thread (the device is not shared between
+threads); each view's metrics and PNG are host work (NumPy and zlib, which release the GIL) done by
+a few worker threads while the next views render: at 800×800 they cost 0.4 s a view on the host of
+an H100, 35 % of a fast lego run's wall time when done in line (docs/benchmarks.md, "GPU suite").
 """
 
 from __future__ import annotations
 
 import os
 import time
+from collections import deque
+from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 
@@ -146,25 +153,36 @@ def evaluate_views(dataset, render_fn, out_dir: str, iteration: int, *,
     candidates.append(("train", dataset.train_indices[:: max(1, len(dataset.train_indices) // 5)][:5]))
     scorer = lpips if lpips is not None and lpips.available else None
     per_view, masked, skipped = {}, 0, []
-    for split, views in candidates:
-        out = os.path.join(out_dir, split, f"iteration_{iteration}")
-        for i in views:
-            cam = dataset.cameras[i]
-            name = cam.name or f"view_{i:03d}"
-            mask = dataset.load_mask(i) if hasattr(dataset, "load_mask") else None
-            if mask is not None and not mask.any():
-                skipped.append(name)
-                continue
-            gt = dataset.load_image(i)
-            masked += mask is not None
-            img = render_fn(cam)
-            per_view[name] = image_metrics(img, gt, mask)
-            if scorer is not None:
-                per_view[name]["lpips"] = scorer(img, gt, mask)
-            make_dirs(out)   # recorded: the run folder removes only what it wrote
-            save_png(os.path.join(out, safe_file_stem(name, f"view_{i:03d}") + ".png"), img)
-        if per_view:
-            break
+    workers = eval_workers()
+    pool = ThreadPoolExecutor(workers, thread_name_prefix="eval")
+    try:
+        for split, views in candidates:
+            out = os.path.join(out_dir, split, f"iteration_{iteration}")
+            pending = deque()            # (name, future), in view order; at most 2 per worker
+            for i in views:
+                cam = dataset.cameras[i]
+                name = cam.name or f"view_{i:03d}"
+                mask = dataset.load_mask(i) if hasattr(dataset, "load_mask") else None
+                if mask is not None and not mask.any():
+                    skipped.append(name)
+                    continue
+                gt = dataset.load_image(i)
+                masked += mask is not None
+                img = render_fn(cam)
+                lp = scorer(img, gt, mask) if scorer is not None else None
+                make_dirs(out)   # recorded: the run folder removes only what it wrote
+                path = os.path.join(out, safe_file_stem(name, f"view_{i:03d}") + ".png")
+                pending.append((name, pool.submit(_score_and_save, img, gt, mask, lp, path)))
+                while len(pending) > 2 * workers:
+                    done, future = pending.popleft()
+                    per_view[done] = future.result()
+            while pending:
+                done, future = pending.popleft()
+                per_view[done] = future.result()
+            if per_view:
+                break
+    finally:   # an interrupted evaluation writes no more PNGs than those already being written
+        pool.shutdown(wait=True, cancel_futures=True)
     keys = METRICS + (("lpips",) if scorer is not None else ())
     mean = {k: float(np.mean([v[k] for v in per_view.values()])) for k in keys} if per_view else {}
     gone = f"the mask of {_names(skipped)} leaves no pixel" if skipped else ""
@@ -189,6 +207,19 @@ def evaluate_views(dataset, render_fn, out_dir: str, iteration: int, *,
             line += f" ({len(skipped)} skipped: {gone})"
     return dict(split=split, views=len(per_view), mean=mean, per_view=per_view, skipped=skipped,
                 lpips_note=note, protocol=protocol, seconds=time.perf_counter() - t0, line=line)
+
+
+def eval_workers() -> int:
+    """Threads for the views' metrics and PNGs: half the host's cores, 1 to 8."""
+    return max(1, min(8, (os.cpu_count() or 2) // 2))
+
+
+def _score_and_save(img: np.ndarray, gt: np.ndarray, mask, lpips_value, path: str) -> dict:
+    metrics = image_metrics(img, gt, mask)
+    if lpips_value is not None:
+        metrics["lpips"] = lpips_value
+    save_png(path, img)
+    return metrics
 
 
 def _names(names: list[str], limit: int = 5) -> str:
