@@ -265,7 +265,7 @@ def markdown_rows(report: dict) -> str:
     m = report["machine"]
     lines = [(f"GPU suite ({'dry run, ' if report['dry_run'] else ''}{m.get('adapter') or '?'}, "
               f"{report['date']}; `python benchmarks/gpu_suite.py`):"), "",
-             ("| run | steps | N | wall s | it/s | peak MiB | densify share | held-out PSNR / SSIM / "
+             ("| run | steps | N | wall s (without eval+io) | it/s | peak MiB | densify share | held-out PSNR / SSIM / "
               "LPIPS |"), "|---|---|---|---|---|---|---|---|"]
     steps = []
     for name, r in report["results"].items():
@@ -287,7 +287,9 @@ def markdown_rows(report: dict) -> str:
         evals = "; ".join(f"{k}: {_f(e['psnr'], '.2f')} / {_f(e['ssim'], '.4f')} / "
                           f"{_f(e['lpips'], '.3f')}" for k, e in sorted(r["eval"].items()))
         steps_s = f"{r['steps']}{' (limit)' if r['interrupted'] else ''}"
-        lines.append(f"| {name} | {steps_s} | {r['n']} | {r['seconds']:.0f} | "
+        evals_s = r.get("time_shares", {}).get("eval+io")
+        wall = f"{r['seconds']:.0f}" + (f" ({r['seconds'] * (1 - evals_s):.0f})" if evals_s else "")
+        lines.append(f"| {name} | {steps_s} | {r['n']} | {wall} | "
                      f"{r['it_per_s']:.1f} | {r['peak_mib']} | {_f(r['densify_share'], '.1%')} | "
                      f"{evals or '—'} |")
     if steps:
