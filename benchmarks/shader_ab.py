@@ -52,7 +52,11 @@ def worker(args) -> None:
 
     model = load_checkpoint(args.checkpoint)[1].model
     bg = (1.0, 1.0, 1.0) if args.white_background else (0.0, 0.0, 0.0)
-    ds = load_dataset(args.scene, resolution=args.resolution, eval_split=True, background=bg)
+    if args.scene == "default":                 # the embedded scene, as train takes it
+        from wgsl_splat.data.default_scene import default_dataset
+        ds = default_dataset(resolution=int(args.resolution), eval_split=True, background=bg)
+    else:
+        ds = load_dataset(args.scene, resolution=args.resolution, eval_split=True, background=bg)
     views = ds.train_indices[:20]
     cams = [ds.cameras[i] for i in views]
     images = [ds.load_image(i) for i in views]

@@ -358,11 +358,10 @@ def test_gpu_raster_variants(gpu_ctx, rows, skip):
 
 
 @pytest.mark.parametrize("rows", [8, 16])
-def test_row_bands_change_no_pixel(gpu_ctx, rows):
-    """With 8 or 16 rows per thread a group only evaluates the splats listed for its band of rows
-    (raster.wgsl, row_reach): the image and the stopping data equal, bit for bit, those of the
-    4-row layout, which evaluates every splat for every pixel (thin tilted splats, huge ones and
-    ones across band edges included: random_scene's edge cases, many scenes)."""
+def test_rows_per_thread_change_no_pixel(gpu_ctx, rows):
+    """With 8 or 16 rows per thread (two or four vec4 groups, the CPU layout's shape) the image
+    and the stopping data equal, bit for bit, those of the 4-row layout (thin tilted splats, huge
+    ones and ones across group edges included: random_scene's edge cases, many scenes)."""
     for _ in range(3):
         seed = fresh_seed()
         model, cam = random_scene(np.random.default_rng(seed), 800, 61, 47, dtype=np.float32)

@@ -43,7 +43,7 @@ const SORT_BLOCK: u32 = 1024u;
 
 // The largest q = dᵀ·conic·d at which a splat of this opacity can still reach ALPHA_MIN, widened by
 // the tile test's margin (reference: projection.tile_q_bound): beyond it α is below ALPHA_MIN by a
-// clear margin. Emission (tile_hit) and the rasteriser's row bands (row_reach) test against it.
+// clear margin. Emission (tile_hit) tests against it.
 // The id of an intersection slot that emission could not fill (emit.wgsl); splat_at reads it as
 // a splat that covers nothing, and no gradient is ever added at it.
 const NULL_SPLAT: u32 = 0xffffffffu;

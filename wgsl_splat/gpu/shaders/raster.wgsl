@@ -11,12 +11,10 @@
 // The tile's range in the sorted intersection list comes from scan.wgsl (ranges[tile]). Splats
 // are loaded in batches of BATCH into workgroup memory (3 x 16 B per splat); the workgroup stops
 // as soon as every pixel is done (T < 1e-4), a workgroup-uniform decision taken with
-// workgroupUniformLoad. With more than one vec4 group per column (CPU layout), each group walks
-// only the batch's splats listed for its band of rows (build_band_list). For the backward pass we
-// keep, per pixel, last_contrib (1 + position within the tile's range of the last composited
-// splat, 0 if none) and after the image's H*W of those the final transmittance (its f32 bits): one
-// buffer, so that raster backward, which also binds the splats and their gradients in two buffers
-// each, stays within 8 storage bindings.
+// workgroupUniformLoad. For the backward pass we keep, per pixel, last_contrib (1 + position
+// within the tile's range of the last composited splat, 0 if none) and after the image's H*W of
+// those the final transmittance (its f32 bits): one buffer, so that raster backward, which also
+// binds the splats and their gradients in two buffers each, stays within 8 storage bindings.
 
 #include "common.wgsl"
 #include "raster_tile.wgsl"
@@ -36,72 +34,6 @@ const SKIP: bool = {{SKIP}};                   // branch around untouched pixel 
 
 var<workgroup> s_done: atomic<u32>;
 var<workgroup> s_done_plain: u32;
-
-// How far from the mean, in rows, the splat's alpha can still reach ALPHA_MIN: on the row at
-// offset dy the least q = dᵀ·conic·d is dy² / Σyy (Σ = conic⁻¹, Σyy = a / det), so beyond
-// sqrt(alpha_q_bound · Σyy) every pixel fails the alpha test with the emission's margin: a band
-// the splat is not listed for holds no pixel it composites onto, and the bands change no result.
-// Not finite (a degenerate conic): every band.
-fn row_reach(conic: vec3<f32>, opacity: f32) -> f32 {
-    let det = conic.x * conic.z - conic.y * conic.y;
-    let reach = sqrt(max(alpha_q_bound(opacity), 0.0) * conic.x / det);
-    return select(3.0e38, reach, det > 0.0 && reach < 3.0e38);
-}
-
-// Bands: with GROUPS > 1, vec4 group gi of every thread covers rows [gi, gi + 1) · BAND_ROWS of the
-// tile, and each batch lists per band the staged splats whose rows reach it (build_band_list), so
-// that a group only evaluates those (on lavapipe a masked-out branch still costs its body; a
-// shorter loop does not). Lists hold 8-bit batch positions, four to a word, front to back. The
-// GPU layout (one group) has one band and lists nothing: its arrays have one element.
-const BANDED: bool = GROUPS > 1u;
-const BAND_ROWS: u32 = TILE_SIZE / GROUPS;
-const BAND_WORDS: u32 = (BATCH + 3u) / 4u;
-const BAND_ON: u32 = select(0u, 1u, BANDED);
-
-var<workgroup> s_band: array<u32, GROUPS * (1u + (BAND_WORDS - 1u) * BAND_ON)>;
-var<workgroup> s_band_n: array<u32, GROUPS>;
-var<workgroup> s_bmask: array<u32, 1u + (BATCH - 1u) * BAND_ON>;   // bands of each staged splat
-
-// The bands (bit gi) of tile row tile_y that a splat with mean row my and row reach touches.
-fn band_mask(tile_y: u32, my: f32, reach: f32) -> u32 {
-    var m = 0u;
-    for (var gi = 0u; gi < GROUPS; gi = gi + 1u) {
-        let y0 = f32(tile_y * TILE_SIZE + gi * BAND_ROWS) + 0.5;
-        let y1 = y0 + f32(BAND_ROWS - 1u);
-        if (abs(clamp(my, y0, y1) - my) <= reach) {
-            m = m | (1u << gi);
-        }
-    }
-    return m;
-}
-
-// Called by thread gi (< GROUPS) once the batch's nb splats and their band masks are staged.
-fn build_band_list(gi: u32, nb: u32) {
-    var n = 0u;
-    var word = 0u;
-    for (var k = 0u; k < nb; k = k + 1u) {
-        if ((s_bmask[k] & (1u << gi)) != 0u) {
-            word = word | (k << (8u * (n & 3u)));
-            n = n + 1u;
-            if ((n & 3u) == 0u) {
-                s_band[gi * BAND_WORDS + n / 4u - 1u] = word;
-                word = 0u;
-            }
-        }
-    }
-    if ((n & 3u) != 0u) {
-        s_band[gi * BAND_WORDS + n / 4u] = word;
-    }
-    s_band_n[gi] = n;
-}
-
-// The batch position of band gi's j-th listed splat (without bands: j).
-fn band_splat(gi: u32, j: u32) -> u32 {
-    if (!BANDED) {
-        return j;
-    }
-    return (s_band[gi * BAND_WORDS + j / 4u] >> (8u * (j & 3u))) & 255u;
-}
 
 // One vec4 group of a thread's pixels (four rows of its column). Private arrays indexed by a loop
 // counter become scratch memory on CPU drivers (the same change in the backward pass took it from
@@ -167,6 +99,25 @@ fn store_group(p: PixelGroup, px: u32, width: u32, bg: vec3<f32>) {
     }
 }
 
+// Composite the staged splat onto every pixel group of one column (dx: the column's offset from
+// the splat's mean); returns whether all of the column's pixels are done.
+fn splat_column(g0: ptr<function, PixelGroup>, g1: ptr<function, PixelGroup>,
+                g2: ptr<function, PixelGroup>, g3: ptr<function, PixelGroup>,
+                g: vec4<f32>, oc: vec4<f32>, col: vec4<f32>, dx: f32, pos: u32) -> bool {
+    splat_group(g0, g, oc, col, dx, pos);
+    var all_done = all((*g0).done);
+    if (GROUPS > 1u) {
+        splat_group(g1, g, oc, col, dx, pos);
+        all_done = all_done && all((*g1).done);
+    }
+    if (GROUPS > 2u) {
+        splat_group(g2, g, oc, col, dx, pos);
+        splat_group(g3, g, oc, col, dx, pos);
+        all_done = all_done && all((*g2).done) && all((*g3).done);
+    }
+    return all_done;
+}
+
 fn column_done(g0: PixelGroup, g1: PixelGroup, g2: PixelGroup, g3: PixelGroup) -> bool {
     var d = all(g0.done);
     if (GROUPS > 1u) {
@@ -176,30 +127,6 @@ fn column_done(g0: PixelGroup, g1: PixelGroup, g2: PixelGroup, g3: PixelGroup) -
         d = d && all(g2.done) && all(g3.done);
     }
     return d;
-}
-
-// Composite band gi's listed splats of the batch (b: the batch) onto the thread's group gi of both
-// columns, until both are done.
-fn band_pass(pa: ptr<function, PixelGroup>, pb: ptr<function, PixelGroup>, gi: u32, b: u32,
-             nb: u32, fx_a: f32, fx_b: f32) {
-    var cnt = nb;
-    if (BANDED) {
-        cnt = s_band_n[gi];
-    }
-    var done = all((*pa).done) && (COLS == 1u || all((*pb).done));
-    for (var j = 0u; j < cnt && !done; j = j + 1u) {
-        let k = band_splat(gi, j);
-        let g = s_geo[k];
-        let oc = s_opc[k];
-        let col = s_col[k];
-        let pos = b * BATCH + k + 1u;
-        splat_group(pa, g, oc, col, fx_a - g.x, pos);
-        done = all((*pa).done);
-        if (COLS > 1u) {
-            splat_group(pb, g, oc, col, fx_b - g.x, pos);
-            done = done && all((*pb).done);
-        }
-    }
 }
 
 fn store_column(g0: PixelGroup, g1: PixelGroup, g2: PixelGroup, g3: PixelGroup, px: u32,
@@ -277,33 +204,29 @@ fn rasterize(@builtin(local_invocation_id) lid: vec3<u32>,
             let j = q * THREADS + li;
             let idx = range.x + b * BATCH + j;
             if (idx < range.y) {
-                let s = splat_at(isect_ids[idx]);
-                stage_splat(j, s);
-                if (BANDED) {
-                    s_bmask[j] = band_mask(wid.y, s.xy.y, row_reach(s.conic, s.opacity));
-                }
-            }
-        }
-        let nb = min(BATCH, n - b * BATCH);
-        if (BANDED) {
-            workgroupBarrier();
-            if (li < GROUPS) {
-                build_band_list(li, nb);
+                stage_splat(j, splat_at(isect_ids[idx]));
             }
         }
         workgroupBarrier();
         if (!thread_done) {
-            band_pass(&a0, &b0, 0u, b, nb, fx_a, fx_b);
-            if (GROUPS > 1u) {
-                band_pass(&a1, &b1, 1u, b, nb, fx_a, fx_b);
-            }
-            if (GROUPS > 2u) {
-                band_pass(&a2, &b2, 2u, b, nb, fx_a, fx_b);
-                band_pass(&a3, &b3, 3u, b, nb, fx_a, fx_b);
-            }
-            thread_done = column_done(a0, a1, a2, a3);
-            if (COLS > 1u) {
-                thread_done = thread_done && column_done(b0, b1, b2, b3);
+            // each staged splat is loaded once for all of the thread's pixels: on a CPU driver a
+            // workgroup-memory load costs more than the evaluations per-band lists would skip
+            // (docs/benchmarks.md, "Row bands in the rasteriser, measured again")
+            let nb = min(BATCH, n - b * BATCH);
+            for (var k = 0u; k < nb; k = k + 1u) {
+                let g = s_geo[k];
+                let oc = s_opc[k];
+                let col = s_col[k];
+                let pos = b * BATCH + k + 1u;
+                var all_done = splat_column(&a0, &a1, &a2, &a3, g, oc, col, fx_a - g.x, pos);
+                if (COLS > 1u) {
+                    all_done = splat_column(&b0, &b1, &b2, &b3, g, oc, col, fx_b - g.x, pos)
+                               && all_done;
+                }
+                if (all_done) {
+                    thread_done = true;
+                    break;
+                }
             }
             if (thread_done) {
                 atomicAdd(&s_done, 1u);
