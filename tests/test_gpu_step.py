@@ -22,7 +22,6 @@ from wgsl_splat.gpu.step import GpuTrainStep
 from wgsl_splat.model import GaussianModel, rgb_to_sh_dc
 from wgsl_splat.reference import loss_and_grad, render
 from wgsl_splat.reference.step import CpuTrainStep
-from wgsl_splat.render_config import RenderConfig
 from wgsl_splat.tools.gradcheck import (
     TOLERANCE,
     away_from_thresholds,
@@ -218,45 +217,38 @@ def _fit_problem(seed):
     return start, cam, target, config
 
 
-# The rasteriser skips a pair whose α is below 1/255 (RenderConfig.alpha_min) and culls a Gaussian
-# whose opacity is. Once a Gaussian's opacity falls within 2× of that, the cut runs through its core
-# (< 1.2 σ) and float32 and float64 keep different pixels there: its gradient is mostly that
-# disagreement, and Adam makes steps of the learning rate out of gradients of any size, so its mean
-# walks apart on the two paths (seed 2480057109: Gaussian 14 faded to opacity 0.0044 by step 100 and
-# ended 2.8e-3 apart under the webgpu profile, while every other mean stayed within 2e-4).
-FADED_OPACITY = 2 * RenderConfig().alpha_min
-
-
 def fit_on_both_paths(gpu_ctx, seed: int, steps: int = 200):
-    """``steps`` single-view steps of _fit_problem(seed) on the NumPy path and the GPU step; the
-    two steps and each Gaussian's lowest opacity during the run on each path (reference, GPU)."""
+    """``steps`` single-view steps of _fit_problem(seed) on the NumPy path and the GPU step."""
     start, cam, target, config = _fit_problem(seed)
     cpu = CpuTrainStep(start, config)
     gpu = GpuTrainStep(gpu_ctx, start, config)
-    lowest = np.ones((2, len(start.means)))
     for _ in range(steps):
         cpu.step(cam, target, view_id=0)
         gpu.step(cam, target, view_id=0)
-        lowest = np.minimum(lowest, [cpu.get_model().opacities, gpu.get_model().opacities])
-    return cpu, gpu, lowest
+    return cpu, gpu
 
 
-def assert_same_means(gpu, cpu, lowest, seed: int) -> None:
-    """Every mean within 2e-3 on both paths, except a Gaussian's that faded (see FADED_OPACITY) on
-    the reference path, which must have faded on the GPU path too (to twice that, the threshold's
-    own float32 margin); and fading stays the exception."""
-    mg, mc = gpu.get_model(), cpu.get_model()
-    faded = lowest[0] < FADED_OPACITY
-    assert faded.sum() <= max(2, faded.size // 10), f"seed {seed}: {faded.sum()} faded Gaussians"
-    np.testing.assert_allclose(mg.means[~faded], mc.means[~faded], atol=2e-3,
-                               err_msg=f"seed {seed}")
-    assert np.all(lowest[1][faded] < 2 * FADED_OPACITY), \
-        f"seed {seed}: faded on the NumPy path, not on the GPU: {lowest[:, faded]}"
+# After 200 steps nine in ten means are within 2.3e-4 of the reference's (eight seeds, the webgpu
+# profile; median 5e-5 to 1e-4), but a single Gaussian can drift further without any kernel being
+# wrong: seed 2480057109's Gaussian 14 faded to opacity 0.0044, where the 1/255 alpha cut runs
+# through its core and float32 and float64 keep different pixels, and ended 2.7e-3 apart; seed
+# 1962939687's Gaussian 39 (opacity 0.16), whose mean gradient both paths agree on to 1e-6 at step
+# 110, drifted to 2.9e-3 by step 200 along a direction the fit barely constrains, where Adam's
+# normalised steps amplify the last bits. So the bulk is held 4x tighter than the old single bound
+# of 2e-3 and the few that drift to 5x it: a kernel error moves most of the means.
+BULK_ATOL, BULK_SHARE, ANY_ATOL = 5e-4, 0.9, 1e-2
+
+
+def assert_same_means(gpu, cpu, seed: int) -> None:
+    d = np.abs(gpu.get_model().means - cpu.get_model().means).max(axis=1)
+    assert np.mean(d <= BULK_ATOL) >= BULK_SHARE, \
+        f"seed {seed}: {np.mean(d <= BULK_ATOL):.0%} within {BULK_ATOL}: {np.sort(d)[::-1][:8]}"
+    assert d.max() <= ANY_ATOL, f"seed {seed}: mean {d.argmax()} is {d.max():.2e} apart"
 
 
 def test_200_step_fit_reaches_the_same_loss_on_both_paths(gpu_ctx):
     seed = fresh_seed()
-    cpu, gpu, lowest = fit_on_both_paths(gpu_ctx, seed)
+    cpu, gpu = fit_on_both_paths(gpu_ctx, seed)
     lc, lg = cpu.take_losses(), gpu.take_losses()
     assert len(lc) == len(lg) == 200
     assert abs(lg[0] - lc[0]) <= 1e-5 * lc[0], f"seed {seed}: first losses {lg[0]} vs {lc[0]}"
@@ -266,7 +258,7 @@ def test_200_step_fit_reaches_the_same_loss_on_both_paths(gpu_ctx):
     # convergence (once 6.5% of a final loss of 0.002), hence bounds on both scales.
     gap = abs(lg[-1] - lc[-1])
     assert gap <= 0.01 * lc[0] and gap <= 0.1 * lc[-1], f"seed {seed}: final losses {lg[-1]} vs {lc[-1]}"
-    assert_same_means(gpu, cpu, lowest, seed)
+    assert_same_means(gpu, cpu, seed)
 
 
 def test_one_step_equals_cpu_step_with_statistics(gpu_ctx):
