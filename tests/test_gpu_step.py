@@ -228,15 +228,16 @@ def fit_on_both_paths(gpu_ctx, seed: int, steps: int = 200):
     return cpu, gpu
 
 
-# After 200 steps nine in ten means are within 2.3e-4 of the reference's (eight seeds, the webgpu
-# profile; median 5e-5 to 1e-4), but a single Gaussian can drift further without any kernel being
-# wrong: seed 2480057109's Gaussian 14 faded to opacity 0.0044, where the 1/255 alpha cut runs
-# through its core and float32 and float64 keep different pixels, and ended 2.7e-3 apart; seed
+# After 200 steps almost every mean is within 1e-3 of the reference's (60 seeds, webgpu profile: at
+# least 97.5 % of them; the largest 2.2e-3), but a few Gaussians can drift further without any
+# kernel being wrong: seed 2480057109's Gaussian 14 faded to opacity 0.0044, where the 1/255 alpha
+# cut runs through its core and float32 and float64 keep different pixels (2.7e-3 apart); seed
 # 1962939687's Gaussian 39 (opacity 0.16), whose mean gradient both paths agree on to 1e-6 at step
-# 110, drifted to 2.9e-3 by step 200 along a direction the fit barely constrains, where Adam's
-# normalised steps amplify the last bits. So the bulk is held 4x tighter than the old single bound
-# of 2e-3 and the few that drift to 5x it: a kernel error moves most of the means.
-BULK_ATOL, BULK_SHARE, ANY_ATOL = 5e-4, 0.9, 1e-2
+# 110, drifted 2.9e-3 by step 200 along a direction the fit barely constrains, where Adam's
+# normalised steps amplify the last bits; seed 1812456461 had three beyond 1e-3 (92.5 % within).
+# A kernel error moves most of the means: the GPU's means learning rate 5 % high leaves 50-78 %
+# within 1e-3 on those seeds. Hence 85 % within 1e-3, and every one within 1e-2.
+BULK_ATOL, BULK_SHARE, ANY_ATOL = 1e-3, 0.85, 1e-2
 
 
 def assert_same_means(gpu, cpu, seed: int) -> None:
