@@ -38,10 +38,16 @@ def fd_check(model, cam, rng, seed, background=(0.2, 0.5, 0.9), entries_per_grou
     weight = rng.normal(size=base.image.shape)
     grads = render_backward(model, cam, base, weight).params
     structure = base.raster.structure
+    # The colour's clamp at 0 is a kink the frozen structure does not hold: a Gaussian whose colour
+    # is within a few steps of it is left out (seed 655862626: a green of 1.1e-4 against the
+    # antialiased check's steps of 4e-4 moved one SH entry's difference by 5 %).
+    colors = base.proj.colors
+    near_clamp = np.any((colors > 0) & (colors < 10 * eps), axis=1)
     for group in PARAM_GROUPS:
         g = getattr(grads, group)
         flat_g = g.reshape(-1)
         candidates = np.flatnonzero(flat_g != 0.0)
+        candidates = candidates[~near_clamp[candidates // (flat_g.size // len(near_clamp))]]
         assert len(candidates) > 0, f"seed {seed}: no gradient at all for {group}"
         picked = rng.choice(candidates, size=min(entries_per_group, len(candidates)), replace=False)
         def central(idx, step):
