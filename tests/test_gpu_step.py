@@ -228,23 +228,15 @@ def fit_on_both_paths(gpu_ctx, seed: int, steps: int = 200):
     return cpu, gpu
 
 
-# After 200 steps almost every mean is within 1e-3 of the reference's (60 seeds, webgpu profile: at
-# least 97.5 % of them; the largest 2.2e-3), but a few Gaussians can drift further without any
-# kernel being wrong: seed 2480057109's Gaussian 14 faded to opacity 0.0044, where the 1/255 alpha
-# cut runs through its core and float32 and float64 keep different pixels (2.7e-3 apart); seed
-# 1962939687's Gaussian 39 (opacity 0.16), whose mean gradient both paths agree on to 1e-6 at step
-# 110, drifted 2.9e-3 by step 200 along a direction the fit barely constrains, where Adam's
-# normalised steps amplify the last bits; seed 1812456461 had three beyond 1e-3 (92.5 % within).
-# A kernel error moves most of the means: the GPU's means learning rate 5 % high leaves 50-78 %
-# within 1e-3 on those seeds. Hence 85 % within 1e-3, and every one within 1e-2.
-BULK_ATOL, BULK_SHARE, ANY_ATOL = 1e-3, 0.85, 1e-2
-
-
+# Known to fail for a few fresh seeds without any kernel being wrong (about 2 in 50 runs of the
+# four fits): one Gaussian's float32 and float64 trajectories drift apart by 2.7e-3 to 2.9e-3
+# (seed 2480057109: faded to opacity 0.0044, where the 1/255 alpha cut runs through its core;
+# 1962939687: a direction the fit barely constrains, gradients equal to 1e-6 at step 110; also
+# 1812456461). The bound stays; such problems should be redrawn like _fit_problem's threshold
+# events, once a test can tell them apart from a kernel error (docs/benchmarks.md, issue 36 notes).
 def assert_same_means(gpu, cpu, seed: int) -> None:
-    d = np.abs(gpu.get_model().means - cpu.get_model().means).max(axis=1)
-    assert np.mean(d <= BULK_ATOL) >= BULK_SHARE, \
-        f"seed {seed}: {np.mean(d <= BULK_ATOL):.0%} within {BULK_ATOL}: {np.sort(d)[::-1][:8]}"
-    assert d.max() <= ANY_ATOL, f"seed {seed}: mean {d.argmax()} is {d.max():.2e} apart"
+    np.testing.assert_allclose(gpu.get_model().means, cpu.get_model().means, atol=2e-3,
+                               err_msg=f"seed {seed}")
 
 
 def test_200_step_fit_reaches_the_same_loss_on_both_paths(gpu_ctx):
