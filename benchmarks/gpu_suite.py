@@ -265,8 +265,8 @@ def markdown_rows(report: dict) -> str:
     m = report["machine"]
     lines = [(f"GPU suite ({'dry run, ' if report['dry_run'] else ''}{m.get('adapter') or '?'}, "
               f"{report['date']}; `python benchmarks/gpu_suite.py`):"), "",
-             ("| run | steps | N | wall s (without eval+io) | it/s | peak MiB | densify share | held-out PSNR / SSIM / "
-              "LPIPS |"), "|---|---|---|---|---|---|---|---|"]
+             ("| run | steps | N | wall s (without eval+io) | it/s | peak MiB | densify share | "
+              "held-out PSNR / SSIM / LPIPS |"), "|---|---|---|---|---|---|---|---|"]
     steps = []
     for name, r in report["results"].items():
         if r["kind"] == "checks":

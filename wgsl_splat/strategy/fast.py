@@ -23,7 +23,8 @@ A round (every ``every`` steps from ``start`` to ``stop``):
 The budget is ``budget`` Gaussians, or by default ``budget_per_observation`` trained parameters per
 value the training views observe (ADC's observation cap, scaled down: one set of defaults for every
 scene), a view's pixels counted in full up to ``full_view_pixels`` and by their square root above
-(sqrt(P·full_view_pixels)): at 800×800 px the full count gave lego four times ADC's Gaussians. The room grows linearly from the start to ``grow_until`` and, while the resolution schedule
+(sqrt(P·full_view_pixels)): at 800×800 px the full count gave lego four times ADC's Gaussians.
+The room grows linearly from the start to ``grow_until`` and, while the resolution schedule
 trains below the training resolution, is divided by the square of its factor (DashGaussian: no more
 Gaussians than the pixels can constrain). A scene without a point cloud starts from
 ``init_fraction`` of the budget in random points.
@@ -31,7 +32,6 @@ Gaussians than the pixels can constrain). A scene without a point cloud starts f
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
 
 import numpy as np
@@ -233,9 +233,8 @@ class Fast(Strategy):
             # a scene's detail grows more slowly than its views' pixels (ADC on lego: 12.7 k
             # Gaussians at 50 px, 299 k at 800 px, where the full count gave 1.30 M): above
             # full_view_pixels a view counts by the square root of its pixels
-            full = c.full_view_pixels
-            pixels = sum(p if p <= full else math.sqrt(p * full) for p in ctx.view_pixels)
-            b = max(1, int(c.budget_per_observation * 3 * pixels / ctx.params_per_gaussian))
+            observed = ctx.observed_values(c.full_view_pixels)
+            b = max(1, int(c.budget_per_observation * observed / ctx.params_per_gaussian))
         else:
             b = 1_000_000
         return b if ctx.max_gaussians is None else min(b, ctx.max_gaussians)
