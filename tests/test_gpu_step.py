@@ -233,7 +233,7 @@ def fit_on_both_paths(gpu_ctx, seed: int, steps: int = 200):
 # (seed 2480057109: faded to opacity 0.0044, where the 1/255 alpha cut runs through its core;
 # 1962939687: a direction the fit barely constrains, gradients equal to 1e-6 at step 110; also
 # 1812456461). The bound stays; such problems should be redrawn like _fit_problem's threshold
-# events, once a test can tell them apart from a kernel error (docs/benchmarks.md, issue 36 notes).
+# events, once a test can tell them apart from a kernel error.
 def assert_same_means(gpu, cpu, seed: int) -> None:
     np.testing.assert_allclose(gpu.get_model().means, cpu.get_model().means, atol=2e-3,
                                err_msg=f"seed {seed}")
