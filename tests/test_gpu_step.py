@@ -195,13 +195,12 @@ def test_adam_matches_reference(gpu_ctx):
     np.testing.assert_allclose(ParamLayout.pack(moments.v), ParamLayout.pack(state.v), rtol=1e-5)
 
 
-def _fit_problem(seed):
+def _fit_problem(rng):
     """A perturbed copy of a random scene to fit back to its render. Starts with a pixel on a
     discontinuity of the forward pass (test_gpu_forward.threshold_event) are drawn again from the
     same generator: there float32 and float64 may legitimately composite differently, and on a
     40×32 image one such pixel moves the first loss by more than the comparison's 1e-5 (seed
     829138603: one pixel 1.8e-3 apart, the loss 1.6e-5)."""
-    rng = np.random.default_rng(seed)
     while True:
         target_model, cam = random_scene(rng, n=40, width=40, height=32, sh_degree=1,
                                          edge_cases=False, dtype=np.float32)
@@ -217,26 +216,52 @@ def _fit_problem(seed):
     return start, cam, target, config
 
 
-def fit_on_both_paths(gpu_ctx, seed: int, steps: int = 200):
-    """``steps`` single-view steps of _fit_problem(seed) on the NumPy path and the GPU step."""
-    start, cam, target, config = _fit_problem(seed)
+FIT_MEANS_ATOL = 2e-3   # every mean of the GPU fit within this of the NumPy path's after 200 steps
+# A fit is compared only where the NumPy path reproduces itself: run again from a start one
+# float32 ulp away (each parameter × (1 + 2⁻²³·z)), its means must end within half the bound. Where
+# they do not, rounding alone moves the end point as far as the bound (a Gaussian fading through
+# the 1/255 alpha cut, a direction the fit barely constrains), and the GPU's float32, summing in
+# another order, differs by as much without any kernel being wrong. Measured over 35 fresh seeds:
+# the GPU's largest deviation was 0.3–2.3× the rerun's, 3 of them (9 %) are redrawn (the rerun
+# 1.0e-3–2.1e-3; the GPU 0.9e-3–2.3e-3), and a GPU means learning rate 5 % high still fails the
+# bound on every stable problem tried.
+STABLE_MEANS = 0.5 * FIT_MEANS_ATOL
+
+
+def _one_ulp_apart(model: GaussianModel, rng) -> GaussianModel:
+    out = model.copy()
+    for a in out.arrays().values():
+        a *= (1 + 2.0 ** -23 * rng.standard_normal(a.shape)).astype(a.dtype)
+    return out
+
+
+def _cpu_fit(start, cam, target, config, steps: int) -> CpuTrainStep:
     cpu = CpuTrainStep(start, config)
-    gpu = GpuTrainStep(gpu_ctx, start, config)
     for _ in range(steps):
         cpu.step(cam, target, view_id=0)
+    return cpu
+
+
+def fit_on_both_paths(gpu_ctx, seed: int, steps: int = 200, config_of=None):
+    """``steps`` single-view steps of a _fit_problem drawn from ``seed`` on the NumPy path and the
+    GPU step; problems whose NumPy fit does not reproduce itself (STABLE_MEANS) are drawn again.
+    ``config_of(config)``: the GPU's optimiser settings, the same by default (power checks)."""
+    rng = np.random.default_rng(seed)
+    while True:
+        start, cam, target, config = _fit_problem(rng)
+        cpu = _cpu_fit(start, cam, target, config, steps)
+        rerun = _cpu_fit(_one_ulp_apart(start, rng), cam, target, config, steps)
+        if np.abs(rerun.get_model().means - cpu.get_model().means).max() <= STABLE_MEANS:
+            break
+    gpu = GpuTrainStep(gpu_ctx, start, config_of(config) if config_of else config)
+    for _ in range(steps):
         gpu.step(cam, target, view_id=0)
     return cpu, gpu
 
 
-# Known to fail for a few fresh seeds without any kernel being wrong (about 2 in 50 runs of the
-# four fits): one Gaussian's float32 and float64 trajectories drift apart by 2.7e-3 to 2.9e-3
-# (seed 2480057109: faded to opacity 0.0044, where the 1/255 alpha cut runs through its core;
-# 1962939687: a direction the fit barely constrains, gradients equal to 1e-6 at step 110; also
-# 1812456461). The bound stays; such problems should be redrawn like _fit_problem's threshold
-# events, once a test can tell them apart from a kernel error.
 def assert_same_means(gpu, cpu, seed: int) -> None:
-    np.testing.assert_allclose(gpu.get_model().means, cpu.get_model().means, atol=2e-3,
-                               err_msg=f"seed {seed}")
+    np.testing.assert_allclose(gpu.get_model().means, cpu.get_model().means,
+                               atol=FIT_MEANS_ATOL, err_msg=f"seed {seed}")
 
 
 def test_200_step_fit_reaches_the_same_loss_on_both_paths(gpu_ctx):
@@ -252,6 +277,17 @@ def test_200_step_fit_reaches_the_same_loss_on_both_paths(gpu_ctx):
     gap = abs(lg[-1] - lc[-1])
     assert gap <= 0.01 * lc[0] and gap <= 0.1 * lc[-1], f"seed {seed}: final losses {lg[-1]} vs {lc[-1]}"
     assert_same_means(gpu, cpu, seed)
+
+
+def test_the_fit_comparison_sees_a_means_rate_5_percent_high(gpu_ctx):
+    """The power of the fits' comparison: a GPU whose means learning rate is 5 % high ends beyond
+    FIT_MEANS_ATOL (measured on 6 seeds: its largest deviation 4.3e-3–8.8e-3)."""
+    seed = fresh_seed()
+    high = lambda c: replace(c, means_lr_init=1.05 * c.means_lr_init,  # noqa: E731
+                             means_lr_final=1.05 * c.means_lr_final)
+    cpu, gpu = fit_on_both_paths(gpu_ctx, seed, config_of=high)
+    deviation = np.abs(gpu.get_model().means - cpu.get_model().means).max()
+    assert deviation > FIT_MEANS_ATOL, f"seed {seed}: {deviation}"
 
 
 def test_one_step_equals_cpu_step_with_statistics(gpu_ctx):
