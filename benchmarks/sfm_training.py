@@ -50,6 +50,8 @@ import sys
 import time
 from pathlib import Path
 
+import numpy as np
+
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
@@ -59,6 +61,7 @@ from wgsl_splat.data.colmap_model import find_model  # noqa: E402
 from wgsl_splat.data.datasets import load_dataset  # noqa: E402
 from wgsl_splat.data.images import read_image_size  # noqa: E402
 from wgsl_splat.data.sfm import SfmSettings, make_scene  # noqa: E402
+from wgsl_splat.data.sfm.compare import pose_errors  # noqa: E402
 
 DATA = Path(os.environ.get("WGSL_SPLAT_DATA", ROOT.parent / "shared" / "data"))
 DONE = re.compile(r"done: (\d+) steps(?: \(\d+\.\.\d+\))? in ([\d.]+)s \(([\d.]+) it/s\), N (\d+)")
@@ -124,6 +127,38 @@ def transforms_copy(scene: Path, out: Path, keep: set[str]) -> dict:
             "points": None}
 
 
+def write_point_cloud(path: Path, xyz: np.ndarray, rgb: np.ndarray) -> None:
+    """An ASCII PLY of vertices with colours (``rgb`` in [0, 1])."""
+    c = np.clip(np.round(np.asarray(rgb) * 255), 0, 255).astype(int)
+    lines = [f"{x:.7g} {y:.7g} {z:.7g} {r} {g} {b}" for (x, y, z), (r, g, b) in zip(xyz, c)]
+    path.write_text("ply\nformat ascii 1.0\n" f"element vertex {len(lines)}\n"
+                    "property float x\nproperty float y\nproperty float z\n"
+                    "property uchar red\nproperty uchar green\nproperty uchar blue\n"
+                    "end_header\n" + "\n".join(lines) + "\n")
+
+
+def same_initialisation(sfm_scene: Path, pub_scene: Path, log=print) -> dict:
+    """Give ``pub_scene`` (a copy of a transforms.json scene without a point cloud) the SfM
+    points, moved into its frame by the similarity that aligns the SfM cameras onto its cameras
+    (wgsl_splat/data/sfm/compare.py): both runs then start from the same points, and what differs
+    is the calibration alone. Without it the published run starts from random points (fox: 7.5 dB
+    behind at step 1 000 for that reason, docs/sfm.md)."""
+    ours, theirs = (load_dataset(f) for f in (sfm_scene, pub_scene))
+    poses = [{c.name: c.world_to_camera for c in d.cameras} for d in (ours, theirs)]
+    fit = pose_errors(*poses)
+    s, rot, t = fit["similarity"]
+    xyz = s * np.asarray(ours.points, np.float64) @ rot.T + t
+    write_point_cloud(pub_scene / "points3d.ply", xyz, ours.point_colors)
+    meta_file = pub_scene / "transforms.json"
+    meta = json.loads(meta_file.read_text())
+    meta_file.write_text(json.dumps(dict(meta, ply_file_path="points3d.ply"), indent=1))
+    centre = np.array(list(fit["centre"].values()))
+    log(f"same initialisation: {len(xyz)} SfM points moved into the published frame (cameras "
+        f"aligned to {np.median(centre):.2%} median, {centre.max():.2%} worst centre error)")
+    return {"points": len(xyz), "scale": s, "centre_median": float(np.median(centre)),
+            "centre_worst": float(centre.max())}
+
+
 def prepare(scene: str, work: Path, resolution: int, log=print) -> dict:
     """The SfM result of ``scene``'s photos and the two scene folders to train on (module doc)."""
     published = DATA / scene
@@ -138,12 +173,17 @@ def prepare(scene: str, work: Path, resolution: int, log=print) -> dict:
     sfm_changes = colmap_copy(sfm.folder, sfm_scene, common, published / "images")
     pub_changes = {"dropped": [], "rescaled": {}, "points": None}
     pub_scene = published
-    if set(theirs) - common:
+    transforms = (published / "transforms.json").is_file()
+    no_cloud = transforms and "ply_file_path" not in json.loads(
+        (published / "transforms.json").read_text())
+    if set(theirs) - common or no_cloud:
         pub_scene = work / "scenes" / f"{scene}_published"
-        if (published / "transforms.json").is_file():
+        if transforms:
             pub_changes = transforms_copy(published, pub_scene, common)
         else:
             pub_changes = colmap_copy(published, pub_scene, common, published / "images")
+    if no_cloud:
+        pub_changes["same_init"] = same_initialisation(sfm_scene, pub_scene, log)
     splits = {}
     for which, folder in (("sfm", sfm_scene), ("published", pub_scene)):
         d = load_dataset(folder, resolution=resolution, eval_split=True)

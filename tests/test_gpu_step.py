@@ -217,15 +217,18 @@ def _fit_problem(rng):
 
 
 FIT_MEANS_ATOL = 2e-3   # every mean of the GPU fit within this of the NumPy path's after 200 steps
-# A fit is compared only where the NumPy path reproduces itself: run again from a start one
-# float32 ulp away (each parameter × (1 + 2⁻²³·z)), its means must end within half the bound. Where
-# they do not, rounding alone moves the end point as far as the bound (a Gaussian fading through
-# the 1/255 alpha cut, a direction the fit barely constrains), and the GPU's float32, summing in
+# A problem is compared only where the NumPy path reproduces itself: rerun from starts one float32
+# ulp away (each parameter × (1 + 2⁻²³·z)), its means must end within half the bound. Where they
+# do not, rounding alone moves the end point as far as the bound (a Gaussian fading through the
+# 1/255 alpha cut, a direction the fit barely constrains), and the GPU's float32, summing in
 # another order, differs by as much without any kernel being wrong. Measured over 35 fresh seeds:
-# the GPU's largest deviation was 0.3–2.3× the rerun's, 3 of them (9 %) are redrawn (the rerun
-# 1.0e-3–2.1e-3; the GPU 0.9e-3–2.3e-3), and a GPU means learning rate 5 % high still fails the
-# bound on every stable problem tried.
+# the GPU's largest deviation was 0.3–2.3× one rerun's; 3 problems (9 %) reran 1.0e-3–2.1e-3
+# apart, the GPU 0.9e-3–2.3e-3. One rerun can miss (seed 571904914: 4 of 5 reruns ≥ 1.9e-3, one
+# 3.7e-4), so RERUNS of them; they cost four fits, so they run only when the GPU's means end beyond
+# the bound (a problem within it passes whether or not it would have been drawn again).
 STABLE_MEANS = 0.5 * FIT_MEANS_ATOL
+RERUNS = 4
+MAX_DRAWS = 5
 
 
 def _one_ulp_apart(model: GaussianModel, rng) -> GaussianModel:
@@ -242,21 +245,27 @@ def _cpu_fit(start, cam, target, config, steps: int) -> CpuTrainStep:
     return cpu
 
 
+def _means_apart(a, b) -> float:
+    return float(np.abs(a.get_model().means - b.get_model().means).max())
+
+
 def fit_on_both_paths(gpu_ctx, seed: int, steps: int = 200, config_of=None):
     """``steps`` single-view steps of a _fit_problem drawn from ``seed`` on the NumPy path and the
-    GPU step; problems whose NumPy fit does not reproduce itself (STABLE_MEANS) are drawn again.
+    GPU step; a problem whose NumPy fit does not reproduce itself (STABLE_MEANS) is drawn again.
     ``config_of(config)``: the GPU's optimiser settings, the same by default (power checks)."""
     rng = np.random.default_rng(seed)
-    while True:
+    for _ in range(MAX_DRAWS):
         start, cam, target, config = _fit_problem(rng)
         cpu = _cpu_fit(start, cam, target, config, steps)
-        rerun = _cpu_fit(_one_ulp_apart(start, rng), cam, target, config, steps)
-        if np.abs(rerun.get_model().means - cpu.get_model().means).max() <= STABLE_MEANS:
-            break
-    gpu = GpuTrainStep(gpu_ctx, start, config_of(config) if config_of else config)
-    for _ in range(steps):
-        gpu.step(cam, target, view_id=0)
-    return cpu, gpu
+        gpu = GpuTrainStep(gpu_ctx, start, config_of(config) if config_of else config)
+        for _ in range(steps):
+            gpu.step(cam, target, view_id=0)
+        if _means_apart(gpu, cpu) <= FIT_MEANS_ATOL or all(
+                _means_apart(_cpu_fit(_one_ulp_apart(start, rng), cam, target, config, steps), cpu)
+                <= STABLE_MEANS for _ in range(RERUNS)):
+            return cpu, gpu
+    raise AssertionError(f"seed {seed}: {MAX_DRAWS} problems in a row whose NumPy fit does not "
+                         f"reproduce itself")
 
 
 def assert_same_means(gpu, cpu, seed: int) -> None:
@@ -286,8 +295,7 @@ def test_the_fit_comparison_sees_a_means_rate_5_percent_high(gpu_ctx):
     high = lambda c: replace(c, means_lr_init=1.05 * c.means_lr_init,  # noqa: E731
                              means_lr_final=1.05 * c.means_lr_final)
     cpu, gpu = fit_on_both_paths(gpu_ctx, seed, config_of=high)
-    deviation = np.abs(gpu.get_model().means - cpu.get_model().means).max()
-    assert deviation > FIT_MEANS_ATOL, f"seed {seed}: {deviation}"
+    assert _means_apart(gpu, cpu) > FIT_MEANS_ATOL, f"seed {seed}: {_means_apart(gpu, cpu)}"
 
 
 def test_one_step_equals_cpu_step_with_statistics(gpu_ctx):

@@ -41,8 +41,9 @@ def _with_axes(centres: np.ndarray, rotations) -> np.ndarray:
 def pose_errors(ours: dict, published: dict) -> dict:
     """Errors of the cameras both dicts hold (name -> world-to-camera 4×4) after aligning
     ``ours`` onto ``published``: per name, the rotation error (degrees) and the centre error
-    (fraction of the published cameras' extent); and the alignment, the aligned centres and the
-    cameras left out of the refit (``outliers``)."""
+    (fraction of the published cameras' extent); and the alignment (``similarity``: ``(s, R, t)``
+    mapping a point of ``ours``' world to ``published``'s as ``s·R·x + t``), the aligned centres
+    and the cameras left out of the refit (``outliers``)."""
     names = sorted(ours.keys() & published.keys())
     if len(names) < 3:
         raise ValueError(f"only {len(names)} cameras in common: an alignment needs 3")
@@ -71,5 +72,6 @@ def pose_errors(ours: dict, published: dict) -> dict:
         rot_err[n] = float(np.degrees(np.arccos(np.clip((np.trace(rel) - 1) / 2, -1, 1))))
         centre_err[n] = float(np.linalg.norm(aligned[i] - c_p[i]) / extent)
     return {"names": names, "rotation_deg": rot_err, "centre": centre_err, "scale": s,
+            "similarity": (s, rot, t),
             "aligned": aligned, "published": c_p, "extent": extent,
             "outliers": [n for n, ok in zip(names, inliers) if not ok]}
