@@ -32,9 +32,15 @@ What makes the two runs of a scene comparable (printed and recorded with the res
   the names differ. The SfM run scores its held-out photos with the SfM's own poses for them:
   they are registered in the same reconstruction, and never trained on.
 
+- **The same points, where the published scene has none.** A transforms.json scene without a
+  point cloud (fox) would start from random points against the SfM run's SfM points; its copy
+  gets the SfM points instead, moved into its frame by the similarity that aligns the SfM
+  cameras onto its cameras (``same_initialisation``).
+
 Both runs of a scene are therefore scored on the same held-out photos at the same size; what
 differs is each scene's calibration (poses, intrinsics, lens model, and so the undistorted
-ground truth), its point cloud (the initialisation) and its world frame.
+ground truth), its world frame, and, where the published scene has its own point cloud (mouse),
+the initialisation.
 """
 
 from __future__ import annotations
