@@ -79,6 +79,9 @@ def test_the_recovered_poses_align_with_the_published_ones(photos, fox_dir):
     assert len(e["names"]) >= len(FOX_NAMES) - 1
     assert max(e["rotation_deg"].values()) < 2.0, e["rotation_deg"]
     assert max(e["centre"].values()) < 0.02, e["centre"]
+    s, r, t = e["similarity"]   # what sfm_training moves the SfM points into the published frame by
+    centres = np.array([-m[:3, :3].T @ m[:3, 3] for m in (ours[n] for n in e["names"])])
+    np.testing.assert_allclose(s * centres @ r.T + t, e["aligned"], atol=1e-9)
 
 
 def test_umeyama_recovers_a_similarity():
