@@ -366,3 +366,29 @@ def test_a_failing_final_evaluation_leaves_the_final_ply_and_checkpoint(tmp_path
     assert summary["iterations"] == iters
     metrics = json.loads((tmp_path / "metrics.json").read_text())
     assert f"iteration_{iters}" in metrics and metrics[f"iteration_{iters}"]["views"] == 2
+
+
+def test_emission_disagreements_are_noted_once_on_the_terminal_and_each_time_in_the_log(tmp_path):
+    """A real GPU's emission passes can disagree on a few pairs every 100 steps (an H100 run of
+    lego: 163 by step 5 000); the terminal says it once, train.log at every increase."""
+    counts = {"emission_disagreements": 0}
+
+    class Drifting(CpuTrainStep):
+        counters = property(lambda self: dict(counts))
+
+    def drift(it, trainer):
+        counts["emission_disagreements"] = {4: 2, 12: 5}.get(it, counts["emission_disagreements"])
+
+    echoed = []
+    trainer = Trainer(tiny_dataset(), tiny_config(), str(tmp_path),
+                      lambda arrays, spec: Drifting(arrays, spec=spec), log=echoed.append)
+    try:
+        trainer.run(on_step=drift)
+    finally:
+        trainer.close()
+    on_terminal = [m for m in echoed if "emission passes disagreed" in m]
+    assert len(on_terminal) == 1 and "by step 8" in on_terminal[0] and "on 2 " in on_terminal[0]
+    in_log = [m for m in (tmp_path / "train.log").read_text().splitlines()
+              if "emission passes disagreed" in m]
+    assert [("by step 8" in m and "on 2 " in m, "by step 16" in m and "on 5 " in m)
+            for m in in_log] == [(True, False), (False, True)], in_log
