@@ -290,12 +290,17 @@ def test_200_step_fit_reaches_the_same_loss_on_both_paths(gpu_ctx):
 
 def test_the_fit_comparison_sees_a_means_rate_5_percent_high(gpu_ctx):
     """The power of the fits' comparison: a GPU whose means learning rate is 5 % high ends beyond
-    FIT_MEANS_ATOL (measured on 6 seeds: its largest deviation 4.3e-3–8.8e-3)."""
-    seed = fresh_seed()
+    FIT_MEANS_ATOL. Asked of the median of three problems: over 30 fresh problems on lavapipe the
+    5 % error ended 2.5e-3–2.5e-2 apart (median ~5e-3), and an H100 drew one that ended 1.66e-3
+    apart, so a single problem misses it about one time in 20–30."""
     high = lambda c: replace(c, means_lr_init=1.05 * c.means_lr_init,  # noqa: E731
                              means_lr_final=1.05 * c.means_lr_final)
-    cpu, gpu = fit_on_both_paths(gpu_ctx, seed, config_of=high)
-    assert _means_apart(gpu, cpu) > FIT_MEANS_ATOL, f"seed {seed}: {_means_apart(gpu, cpu)}"
+    apart = {}
+    for _ in range(3):
+        seed = fresh_seed()
+        cpu, gpu = fit_on_both_paths(gpu_ctx, seed, config_of=high)
+        apart[seed] = _means_apart(gpu, cpu)
+    assert np.median(list(apart.values())) > FIT_MEANS_ATOL, f"seeds: deviations {apart}"
 
 
 def test_one_step_equals_cpu_step_with_statistics(gpu_ctx):
