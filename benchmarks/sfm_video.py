@@ -9,7 +9,11 @@ No real phone video of a shared scene is at hand, so the clip is made from fox's
 or compressed motion, so it measures the pipeline's time (decode, sharpness, SIFT, sequential
 matching, mapping of ``--frames`` frames at 1080p), not what a hand-held video does to accuracy;
 the cross-fades are the frames that the sharpest-per-window choice has to pass over. Prints and
-writes the summary: frames kept, registered, points, time and CPU time per stage.
+writes the summary: frames kept, registered, points, time and CPU time per stage, and the
+recovered cameras against the published ones (each kept frame shows one photo: its published
+pose is that photo's; aligned as in sfm_accuracy.py). The photos' order is instant-ngp's, which
+sweeps the fox back and forth and around (the cameras come back to views seen 30–60 photos
+earlier), so ``--loop-every 0`` against the default measures loop closure.
 """
 
 from __future__ import annotations
@@ -27,7 +31,9 @@ import numpy as np
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from wgsl_splat.data.datasets import load_dataset  # noqa: E402
 from wgsl_splat.data.sfm import SfmSettings, make_scene  # noqa: E402
+from wgsl_splat.data.sfm.compare import pose_errors  # noqa: E402
 
 DATA = Path(os.environ.get("WGSL_SPLAT_DATA", ROOT.parent / "shared" / "data"))
 
@@ -54,33 +60,63 @@ def make_clip(photos: list[Path], path: Path, seconds: float, fps: int) -> tuple
     return frames, len(imgs)
 
 
+def photo_of_frame(f: int, frames: int, photos: int) -> int | None:
+    """The photo clip frame ``f`` shows unmixed (make_clip), None for a cross-fade."""
+    t = f / max(frames - 1, 1) * (photos - 1)
+    i = min(int(t), photos - 2)
+    return i if t - i <= 0.5 else (photos - 1 if t >= photos - 1 else None)
+
+
+def accuracy(folder: Path, photos: list[Path], frames: int) -> dict:
+    """The recovered frames' cameras against the published poses of the photos they show."""
+    published = {c.name: c.world_to_camera for c in load_dataset(DATA / "fox").cameras}
+    ours, truth = {}, {}
+    for c in load_dataset(folder).cameras:
+        i = photo_of_frame(int(c.name[6:11]), frames, len(photos))
+        if i is not None and photos[i].name in published:
+            ours[c.name], truth[c.name] = c.world_to_camera, published[photos[i].name]
+    e = pose_errors(ours, truth)
+    rot = np.array(list(e["rotation_deg"].values()))
+    cen = 100 * np.array(list(e["centre"].values()))
+    return {"compared": len(e["names"]), "rotation_deg_median": float(np.median(rot)),
+            "rotation_deg_worst": float(rot.max()), "centre_pct_median": float(np.median(cen)),
+            "centre_pct_worst": float(cen.max())}
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--seconds", type=float, default=30.0)
     ap.add_argument("--fps", type=int, default=30)
     ap.add_argument("--frames", type=int, default=SfmSettings().frames)
+    ap.add_argument("--loop-every", type=int, default=SfmSettings().loop_every,
+                    help="loop closure's keyframe spacing (0: off)")
     ap.add_argument("--work", default=None)
     ap.add_argument("--json", default=None)
     args = ap.parse_args()
     work = Path(args.work or tempfile.mkdtemp(prefix="sfm_video"))
     work.mkdir(parents=True, exist_ok=True)
-    clip = work / "fox_30s.mp4"
+    clip = work / f"fox_{args.seconds:g}s_{args.fps}fps.mp4"
     photos = sorted((DATA / "fox" / "images").glob("*.jpg"))
     t = time.perf_counter()
-    frames, n = make_clip(photos, clip, args.seconds, args.fps)
+    if clip.exists():     # a second run (another --loop-every) on the same clip
+        frames, n = int(round(args.seconds * args.fps)), len(photos)
+    else:
+        frames, n = make_clip(photos, clip, args.seconds, args.fps)
     made = time.perf_counter() - t
     print(f"clip: {frames} frames of {n} photos, {clip.stat().st_size / 2**20:.1f} MiB, "
           f"made in {made:.0f} s")
     load = os.getloadavg()[0]
     t = time.perf_counter()
-    result = make_scene(clip, work / "scene", SfmSettings(frames=args.frames), log=print)
+    result = make_scene(clip, work / f"scene_loop{args.loop_every}",
+                        SfmSettings(frames=args.frames, loop_every=args.loop_every), log=print)
     wall = time.perf_counter() - t
     s = result.record["summary"]
     row = {"clip_frames": frames, "photos": n, "kept": s["total"], "blurred": len(s["blurred"]),
            "registered": s["registered"], "points": s["points"],
            "reprojection_error_px": s["reprojection_error"], "first_octave": s.get("first_octave"),
            "seconds": s["seconds"], "cpu_seconds": s["cpu_seconds"], "wall_s": wall,
-           "load_average": [load, os.getloadavg()[0]]}
+           "load_average": [load, os.getloadavg()[0]], "loop_every": args.loop_every,
+           "against_published": accuracy(result.folder, photos, frames)}
     print(json.dumps(row, indent=1))
     if args.json:
         Path(args.json).write_text(json.dumps(row, indent=1))

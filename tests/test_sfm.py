@@ -174,6 +174,40 @@ def test_a_video_samples_sharp_frames_and_registers(fox_dir, tmp_path):
     assert len(load_dataset(result.folder).cameras) == s["registered"]
 
 
+def test_loop_pairs_are_the_keyframe_pairs_sequential_matching_leaves_out():
+    from wgsl_splat.data.sfm.reconstruct import OVERLAP, loop_pairs
+    names = [f"frame_{i:05d}.jpg" for i in range(120)]
+    pairs = loop_pairs(names, 10)
+    apart = sorted({int(b[6:11]) - int(a[6:11]) for a, b in pairs})
+    # keyframes 0, 10, ..., 110: every pair further apart than OVERLAP, none a power of two
+    assert apart == [20, 30, 40, 50, 60, 70, 80, 90, 100, 110] and OVERLAP == 10
+    assert len(pairs) == 66 - 11 and ("frame_00000.jpg", "frame_00110.jpg") in pairs
+    assert loop_pairs(names, 0) == [] and loop_pairs(names[:11], 10) == []
+    # a long video spaces its keyframes further: never more than LOOP_KEYFRAMES of them
+    many = [f"frame_{i:05d}.jpg" for i in range(1000)]
+    keys = {n for pair in loop_pairs(many, 10) for n in pair}
+    assert 20 <= len(keys) <= 24
+
+
+def test_a_video_that_comes_back_is_tied_up_by_loop_closure(fox_dir, tmp_path, monkeypatch):
+    """Loop closure through pycolmap: with sequential matching cut to 2 frames ahead, the
+    keyframes 3 apart are matched by the pairs file, and they share geometry."""
+    from wgsl_splat.data.sfm import reconstruct
+    monkeypatch.setattr(reconstruct, "OVERLAP", 2)
+    # out along every other photo of the sweep, back along the ones between
+    clip = fox_clip(fox_dir, tmp_path / "clip.mp4", names=FOX_NAMES[::2] + FOX_NAMES[::-2])
+    lines = []
+    settings = SfmSettings(max_side=SIDE, sfm_side=SIDE, frames=12, loop_every=3)
+    result = make_scene(clip, tmp_path / "scene", settings, log=lines.append)
+    matched = next(line for line in lines if line.startswith("matched"))
+    # keyframes 0, 3, 6, 9: pairs 3, 6 and 9 apart (1 and 2 apart are sequential's)
+    assert "of 6 keyframe pairs" in matched, matched
+    assert int(matched.split("loop closure: ")[1].split()[0]) >= 3, matched
+    assert not (tmp_path / "scene" / "loop_pairs.txt").exists()    # scratch stays out
+    assert result.record["summary"]["registered"] >= 11
+    assert result.record["settings"]["loop_every"] == 3
+
+
 def test_a_downscaled_video_says_nothing_of_its_frame_size(fox_dir, tmp_path, capsys, caplog):
     """Frames read smaller than the video (--max-side) are what was asked: no warning from
     imageio-ffmpeg about the size reaches the user."""

@@ -31,6 +31,8 @@ class SfmSettings:
     of COLMAP's 8 192 halves fox's matching time at the same accuracy, docs/sfm.md; mouse's photos
     average ~960). ``frames``: how many video
     frames to keep. ``matcher``: ``auto`` is exhaustive for photos, sequential for video frames.
+    ``loop_every``: sequential matching also matches every ``loop_every``-th frame with the
+    others (loop closure: a capture that comes back to where it was ties up; 0: off).
     """
 
     max_side: int = 1600
@@ -39,11 +41,14 @@ class SfmSettings:
     frames: int = 120
     matcher: str = "auto"
     mapper: str = "incremental"
+    loop_every: int = 10
     seed: int = 0
 
     def check(self) -> None:
         if self.max_side < 64 or self.sfm_side < 64:
             raise SfmError("image sizes for SfM must be at least 64 px")
+        if self.loop_every < 0:
+            raise SfmError(f"loop_every {self.loop_every}: 0 (off) or a frame count")
         if self.frames < 3:
             raise SfmError(f"--frames {self.frames}: SfM needs at least 3 frames")
         if self.matcher not in MATCHERS or self.mapper not in MAPPERS:
@@ -60,6 +65,8 @@ class SfmSettings:
         d["matcher"] = self.matcher_for(kind)
         if kind != "video":
             d.pop("frames")
+        if d["matcher"] != "sequential":
+            d.pop("loop_every")
         return d
 
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass, field
+from itertools import combinations
 from pathlib import Path
 
 from .inputs import SfmError, require_pycolmap
@@ -15,6 +16,10 @@ EXTRACT_BATCH = 8
 # Video frames: each frame is matched with the next OVERLAP ones (and, quadratic, with frames
 # 2, 4, 8, ... ahead), which also ties frames across a slow stretch of the capture.
 OVERLAP = 10
+# Loop closure without a vocabulary tree (COLMAP's needs one downloaded): keyframes, every
+# SfmSettings.loop_every-th frame, are matched with each other where sequential matching does not
+# pair them; at most LOOP_KEYFRAMES of them (a longer video spaces them further: ≤ 276 pairs).
+LOOP_KEYFRAMES = 24
 
 
 @dataclass
@@ -70,19 +75,25 @@ def reconstruct(images: Path, work: Path, groups, settings, kind: str, log,
 
     t, c = time.perf_counter(), time.process_time()
     matcher = settings.matcher_for(kind)
+    loop_note = ""
     if matcher == "sequential":
         pairs = pycolmap.SequentialPairingOptions(overlap=OVERLAP, quadratic_overlap=True)
         pycolmap.match_sequential(db, pairing_options=pairs)
+        loops = loop_pairs(names, settings.loop_every)
+        if loops:
+            before = _verified_pairs(pycolmap, db)
+            listing = work / "loop_pairs.txt"
+            listing.write_text("".join(f"{a} {b}\n" for a, b in loops))
+            pycolmap.match_image_pairs(db, pairing_options=pycolmap.ImportedPairingOptions(
+                match_list_path=str(listing)))
+            loop_note = (f"; loop closure: {_verified_pairs(pycolmap, db) - before} of "
+                         f"{len(loops)} keyframe pairs")
     else:
         pycolmap.match_exhaustive(db)
     seconds["matching"], cpu["matching"] = time.perf_counter() - t, time.process_time() - c
-    database = pycolmap.Database.open(db)
-    try:
-        verified = database.num_verified_image_pairs()
-    finally:
-        database.close()
-    log(f"matched {len(names)} images {matcher}ly: {verified} image pairs share geometry "
-        f"({seconds['matching']:.0f} s)")
+    verified = _verified_pairs(pycolmap, db)
+    log(f"matched {len(names)} images {matcher}ly: {verified} image pairs share geometry"
+        f"{loop_note} ({seconds['matching']:.0f} s)")
 
     t, c = time.perf_counter(), time.process_time()
     out = work / "models"
@@ -109,6 +120,30 @@ def reconstruct(images: Path, work: Path, groups, settings, kind: str, log,
     return Reconstruction(model, registered, sorted(set(names) - set(registered)),
                           model.num_points3D(), float(model.compute_mean_reprojection_error()),
                           len(models), seconds, cpu, octave)
+
+
+def _verified_pairs(pycolmap, db: str) -> int:
+    database = pycolmap.Database.open(db)
+    try:
+        return database.num_verified_image_pairs()
+    finally:
+        database.close()
+
+
+def loop_pairs(names: list, every: int, most: int = LOOP_KEYFRAMES) -> list[tuple]:
+    """The keyframe pairs loop closure matches: frames ``every`` apart (further where that gives
+    more than ``most``), each with every other one that sequential matching leaves unpaired
+    (further apart than OVERLAP and than a power of two below 2^OVERLAP: quadratic overlap's
+    pairs). ``every`` 0: none. ``names`` in the video's order."""
+    if every <= 0 or len(names) < 2:
+        return []
+    step = max(every, -(-len(names) // most))
+
+    def sequential(d: int) -> bool:
+        return d <= OVERLAP or (d & (d - 1) == 0 and d < 1 << OVERLAP)
+
+    return [(names[a], names[b]) for a, b in combinations(range(0, len(names), step), 2)
+            if not sequential(b - a)]
 
 
 def first_octave(feature_counts, max_features: int) -> int:
