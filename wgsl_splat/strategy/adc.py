@@ -177,10 +177,14 @@ class ADC(Strategy):
         caps = [self.config.max_gaussians, self.ctx.max_gaussians, self.data_cap]
         return min(c for c in caps if c is not None)
 
+    def round_due(self, iteration: int) -> bool:
+        c, it = self.config, iteration
+        return c.start < it < c.stop and it % c.every == 0
+
     def after_step(self, iteration: int, state: TrainState) -> list[str]:
         c, it = self.config, iteration
         lines = []
-        if c.start < it < c.stop and it % c.every == 0:
+        if self.round_due(it):
             rnd = ADCRound(
                 **SplitCloneRound.shared_fields(c, self.ctx, it),
                 max_screen_size=c.max_screen_size if after_first_reset(c, it) else 0.0,

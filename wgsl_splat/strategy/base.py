@@ -120,6 +120,12 @@ class Strategy(ABC):
         """The step after which the strategy no longer changes the set of Gaussians."""
         return self.config.stop
 
+    def round_due(self, iteration: int) -> bool:
+        """Whether the hook after step ``iteration`` runs a round (reads the device's statistics
+        back): the trainer waits for the queued steps first, so that their device time is not
+        counted as the round's."""
+        return False
+
     def check(self, initial_count: int) -> None:
         """Raise :class:`StrategyError` when the configuration cannot work for this start."""
 

@@ -292,10 +292,14 @@ class Fast(Strategy):
                       iteration, self.resolution(iteration))
         return k
 
+    def round_due(self, iteration: int) -> bool:
+        c, it = self.config, iteration
+        return c.start < it <= c.stop and it % c.every == 0
+
     def after_step(self, iteration: int, state: TrainState) -> list[str]:
         c, it = self.config, iteration
         lines = []
-        if c.start < it <= c.stop and it % c.every == 0:
+        if self.round_due(it):
             if self.n0 is None:
                 self.n0 = state.n
             room = max(0, min(self.target(it, self.n0) - state.n,

@@ -102,10 +102,14 @@ class MCMC(Strategy):
                                 f"Gaussians the run starts with: MCMC only grows; raise --cap-max "
                                 f"or start from fewer points")
 
+    def round_due(self, iteration: int) -> bool:
+        c, it = self.config, iteration
+        return c.start < it < c.stop and it % c.every == 0
+
     def after_step(self, iteration: int, state: TrainState) -> list[str]:
         """Relocate the dead, then grow by ``growth``; ``state`` is also an :class:`MCMCState`."""
         c, it = self.config, iteration
-        if not (c.start < it < c.stop and it % c.every == 0):
+        if not self.round_due(it):
             return []
         seed = self.ctx.seed
         moved = state.relocate(c.min_opacity, stream(seed, it, STREAM_RELOCATE))

@@ -69,13 +69,14 @@ class Timing:
     def add(self, name: str, seconds: float) -> None:
         self.totals[name] = self.totals.get(name, 0.0) + seconds
 
-    def split_step(self, blocked: float) -> None:
-        """Split the ``step`` total into host work and the part spent blocked on the device."""
+    def split_step(self, blocked: float, waited: float = 0.0) -> None:
+        """Split the ``step`` total into host work and the part spent blocked on the device;
+        ``waited``: more device wait, outside the steps (before the densification rounds)."""
         step = self.totals.pop("step", 0.0)
         blocked = min(max(blocked, 0.0), step)
         self.totals["step (host)"] = step - blocked
-        if blocked:
-            self.totals["device wait"] = blocked
+        if blocked + waited:
+            self.totals["device wait"] = blocked + waited
 
     def summary(self) -> str:
         total = sum(self.totals.values()) or 1.0
@@ -104,6 +105,7 @@ class Session:
     stop_signal: int | None = None
     saved: dict = field(default_factory=lambda: {"checkpoint": None, "ply": None})  # at which step
     profiled: bool = False
+    round_waits: float = 0.0       # device waits before densification rounds (in blocked_seconds)
     stages: dict = field(default_factory=dict)
 
 
@@ -424,6 +426,12 @@ class Trainer:
         the 3D filter of a changed set (antialiased mode). Not after the last step: no step would
         train its result, and the final PLY, checkpoint and N must be one state."""
         cfg, it = self.cfg, s.it
+        if it < cfg.iters and self.strategy.round_due(it):
+            # the round reads the device back: the wait for the steps queued before it is
+            # theirs ("device wait"), not the round's ("densify")
+            before = self.step.blocked_seconds
+            self.step.synchronize()
+            s.round_waits += self.step.blocked_seconds - before
         t = time.perf_counter()
         version = self.step.state.rows_version
         # the room follows the device's memory as the views' buffers and the state grew
@@ -512,7 +520,8 @@ class Trainer:
         if exchange:   # a replicated step's reduction: inside "step", shown apart
             self.timing.totals["step"] = self.timing.totals.get("step", 0.0) - sum(exchange.values())
             self.timing.totals.update(exchange)
-        self.timing.split_step(self.step.blocked_seconds - s.blocked_at_start)
+        self.timing.split_step(self.step.blocked_seconds - s.blocked_at_start - s.round_waits,
+                               s.round_waits)
         summary = dict(iterations=it, seconds=elapsed, ply=s.ply_path, checkpoint=s.last_good,
                        interrupted=signal.Signals(s.stop_signal).name if interrupted else None,
                        signal=int(s.stop_signal) if interrupted else None,
