@@ -25,7 +25,7 @@ SFM_SIDE = Flag(("--sfm-side",), dict(
 MATCHER = Flag(("--matcher",), dict(
     type=click.Choice(["auto", "exhaustive", "sequential"]), default="auto", show_default=True,
     help="SfM: which image pairs are matched; auto: every pair of photos, nearby frames of a "
-         "video."))
+         "video (and every 10th frame with the others: loop closure)."))
 MAPPER = Flag(("--mapper",), dict(
     type=click.Choice(["incremental", "global"]), default="incremental", show_default=True,
     help="SfM: COLMAP's incremental mapper or the global one (GLOMAP)."))
