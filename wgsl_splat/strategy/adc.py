@@ -17,7 +17,7 @@ from ..contract.rows import OFF
 from ..contract.state import Decided, HostArrays, TrainState, wgsl_beside
 from ..contract.statistics import STANDARD, mean_gradient
 from ..options import option
-from .base import Strategy, register_strategy
+from .base import Strategy, periodic_round, register_strategy
 from .split_clone_prune import (
     SplitCloneDecision,
     SplitCloneRound,
@@ -178,8 +178,7 @@ class ADC(Strategy):
         return min(c for c in caps if c is not None)
 
     def round_due(self, iteration: int) -> bool:
-        c, it = self.config, iteration
-        return c.start < it < c.stop and it % c.every == 0
+        return periodic_round(self.config, iteration)
 
     def after_step(self, iteration: int, state: TrainState) -> list[str]:
         c, it = self.config, iteration

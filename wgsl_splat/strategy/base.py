@@ -34,6 +34,13 @@ def register_strategy(cls: type["Strategy"]) -> type["Strategy"]:
     return cls
 
 
+def periodic_round(config, iteration: int, at_stop: bool = False) -> bool:
+    """A round every ``config.every`` steps after ``config.start`` and before ``config.stop``
+    (``at_stop``: at it too) — the schedule of the densifying strategies' ``round_due``."""
+    c, it = config, iteration
+    return c.start < it and (it <= c.stop if at_stop else it < c.stop) and it % c.every == 0
+
+
 def strategy_names() -> tuple[str, ...]:
     return tuple(STRATEGIES)
 

@@ -40,7 +40,7 @@ from ..contract.rows import OFF
 from ..contract.state import Decided, HostArrays, TrainState, wgsl_beside
 from ..contract.statistics import DENOM, GRAD_ACCUM, OBSERVED, Statistic, mean_gradient
 from ..options import option
-from .base import Strategy, StrategyError, register_strategy
+from .base import Strategy, StrategyError, periodic_round, register_strategy
 from .split_clone_prune import (
     SplitCloneDecision,
     SplitCloneRound,
@@ -293,8 +293,7 @@ class Fast(Strategy):
         return k
 
     def round_due(self, iteration: int) -> bool:
-        c, it = self.config, iteration
-        return c.start < it <= c.stop and it % c.every == 0
+        return periodic_round(self.config, iteration, at_stop=True)   # the budget's last round
 
     def after_step(self, iteration: int, state: TrainState) -> list[str]:
         c, it = self.config, iteration

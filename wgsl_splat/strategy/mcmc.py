@@ -23,7 +23,7 @@ from typing import Protocol
 from ..contract.rows import STREAM_ADD, STREAM_RELOCATE, stream
 from ..contract.state import TrainState
 from ..options import option
-from .base import Strategy, StrategyError, register_strategy
+from .base import Strategy, StrategyError, periodic_round, register_strategy
 
 
 class MCMCState(Protocol):
@@ -103,8 +103,7 @@ class MCMC(Strategy):
                                 f"or start from fewer points")
 
     def round_due(self, iteration: int) -> bool:
-        c, it = self.config, iteration
-        return c.start < it < c.stop and it % c.every == 0
+        return periodic_round(self.config, iteration)
 
     def after_step(self, iteration: int, state: TrainState) -> list[str]:
         """Relocate the dead, then grow by ``growth``; ``state`` is also an :class:`MCMCState`."""
