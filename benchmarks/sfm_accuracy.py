@@ -27,7 +27,7 @@ sys.path.insert(0, str(ROOT))
 
 from wgsl_splat.data.datasets import load_dataset  # noqa: E402
 from wgsl_splat.data.sfm import SfmSettings, make_scene  # noqa: E402
-from wgsl_splat.data.sfm.compare import pose_errors  # noqa: E402
+from wgsl_splat.data.sfm.compare import error_summary, pose_errors  # noqa: E402
 
 DATA = Path(os.environ.get("WGSL_SPLAT_DATA", ROOT.parent / "shared" / "data"))
 
@@ -41,14 +41,11 @@ def measure(scene: str, settings: SfmSettings, scratch: Path) -> dict:
     ours = load_dataset(result.folder)
     e = pose_errors({c.name: c.world_to_camera for c in ours.cameras},
                     {c.name: c.world_to_camera for c in published.cameras})
-    rot = np.array(list(e["rotation_deg"].values()))
-    cen = 100 * np.array(list(e["centre"].values()))
     s = result.record["summary"]
     return {
         "scene": scene, "registered": s["registered"], "total": s["total"],
         "published_registered": len(published.cameras), "common": len(e["names"]),
-        "rotation_deg_median": float(np.median(rot)), "rotation_deg_worst": float(rot.max()),
-        "centre_pct_median": float(np.median(cen)), "centre_pct_worst": float(cen.max()),
+        **error_summary(e),
         "points": s["points"], "reprojection_error_px": s["reprojection_error"],
         "seconds": s["seconds"], "cpu_seconds": s["cpu_seconds"], "wall_s": wall,
         "load_average": [load, os.getloadavg()[0]], "settings": result.record["settings"],

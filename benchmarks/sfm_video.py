@@ -33,9 +33,17 @@ sys.path.insert(0, str(ROOT))
 
 from wgsl_splat.data.datasets import load_dataset  # noqa: E402
 from wgsl_splat.data.sfm import SfmSettings, make_scene  # noqa: E402
-from wgsl_splat.data.sfm.compare import pose_errors  # noqa: E402
+from wgsl_splat.data.sfm.compare import error_summary, pose_errors  # noqa: E402
 
 DATA = Path(os.environ.get("WGSL_SPLAT_DATA", ROOT.parent / "shared" / "data"))
+
+
+def frame_mix(f: int, frames: int, photos: int) -> tuple[int, float]:
+    """Clip frame ``f``: photo ``i`` faded by ``a`` into the next (t = f / frames × (photos − 1):
+    photo floor(t) for the first half of its interval, then the fade)."""
+    t = f / max(frames - 1, 1) * (photos - 1)
+    i = min(int(t), photos - 2)
+    return i, max(0.0, (t - i - 0.5) * 2.0)
 
 
 def make_clip(photos: list[Path], path: Path, seconds: float, fps: int) -> tuple[int, int]:
@@ -51,9 +59,7 @@ def make_clip(photos: list[Path], path: Path, seconds: float, fps: int) -> tuple
                                          quality=8, macro_block_size=8)
     writer.send(None)
     for f in range(frames):
-        t = f / max(frames - 1, 1) * (len(imgs) - 1)
-        i = min(int(t), len(imgs) - 2)
-        a = max(0.0, (t - i - 0.5) * 2.0)
+        i, a = frame_mix(f, frames, len(imgs))
         frame = imgs[i] if a <= 0.0 else ((1 - a) * imgs[i] + a * imgs[i + 1]).astype(np.uint8)
         writer.send(np.ascontiguousarray(frame))
     writer.close()
@@ -62,9 +68,8 @@ def make_clip(photos: list[Path], path: Path, seconds: float, fps: int) -> tuple
 
 def photo_of_frame(f: int, frames: int, photos: int) -> int | None:
     """The photo clip frame ``f`` shows unmixed (make_clip), None for a cross-fade."""
-    t = f / max(frames - 1, 1) * (photos - 1)
-    i = min(int(t), photos - 2)
-    return i if t - i <= 0.5 else (photos - 1 if t >= photos - 1 else None)
+    i, a = frame_mix(f, frames, photos)
+    return i if a <= 0.0 else (i + 1 if a >= 1.0 else None)
 
 
 def accuracy(folder: Path, photos: list[Path], frames: int) -> dict:
@@ -76,11 +81,7 @@ def accuracy(folder: Path, photos: list[Path], frames: int) -> dict:
         if i is not None and photos[i].name in published:
             ours[c.name], truth[c.name] = c.world_to_camera, published[photos[i].name]
     e = pose_errors(ours, truth)
-    rot = np.array(list(e["rotation_deg"].values()))
-    cen = 100 * np.array(list(e["centre"].values()))
-    return {"compared": len(e["names"]), "rotation_deg_median": float(np.median(rot)),
-            "rotation_deg_worst": float(rot.max()), "centre_pct_median": float(np.median(cen)),
-            "centre_pct_worst": float(cen.max())}
+    return {"compared": len(e["names"]), **error_summary(e)}
 
 
 def main() -> None:

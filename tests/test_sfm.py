@@ -18,7 +18,7 @@ from PIL import Image
 from wgsl_splat.app.cli import main
 from wgsl_splat.data.datasets import load_dataset
 from wgsl_splat.data.sfm import SfmError, SfmSettings, cached_scene_dir, make_scene
-from wgsl_splat.data.sfm.compare import centre_and_rotation, pose_errors, umeyama
+from wgsl_splat.data.sfm.compare import centre_and_rotation, error_summary, pose_errors, umeyama
 
 pytest.importorskip("pycolmap", reason="the sfm extra: pip install 'wgsl_splat[sfm]'")
 
@@ -79,6 +79,9 @@ def test_the_recovered_poses_align_with_the_published_ones(photos, fox_dir):
     assert len(e["names"]) >= len(FOX_NAMES) - 1
     assert max(e["rotation_deg"].values()) < 2.0, e["rotation_deg"]
     assert max(e["centre"].values()) < 0.02, e["centre"]
+    summary = error_summary(e)      # the figures the benchmarks report, in degrees and %
+    assert summary["rotation_deg_worst"] == max(e["rotation_deg"].values())
+    assert summary["centre_pct_worst"] == pytest.approx(100 * max(e["centre"].values()))
     s, r, t = e["similarity"]   # what sfm_training moves the SfM points into the published frame by
     centres = np.array([centre_and_rotation(ours[n])[0] for n in e["names"]])
     np.testing.assert_allclose(s * centres @ r.T + t, e["aligned"], atol=1e-9)

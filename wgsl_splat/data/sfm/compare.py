@@ -75,3 +75,12 @@ def pose_errors(ours: dict, published: dict) -> dict:
             "similarity": (s, rot, t),
             "aligned": aligned, "published": c_p, "extent": extent,
             "outliers": [n for n, ok in zip(names, inliers) if not ok]}
+
+
+def error_summary(errors: dict) -> dict:
+    """Median and worst of :func:`pose_errors`' rotation (degrees) and centre (% of the extent)
+    errors: the figures docs/sfm.md reports."""
+    rot = np.array(list(errors["rotation_deg"].values()))
+    cen = 100 * np.array(list(errors["centre"].values()))
+    return {"rotation_deg_median": float(np.median(rot)), "rotation_deg_worst": float(rot.max()),
+            "centre_pct_median": float(np.median(cen)), "centre_pct_worst": float(cen.max())}
