@@ -18,7 +18,12 @@ from PIL import Image
 from wgsl_splat.app.cli import main
 from wgsl_splat.data.datasets import load_dataset
 from wgsl_splat.data.sfm import SfmError, SfmSettings, cached_scene_dir, make_scene
-from wgsl_splat.data.sfm.compare import centre_and_rotation, error_summary, pose_errors, umeyama
+from wgsl_splat.data.sfm.compare import (
+    centre_and_rotation,
+    error_summary,
+    pose_errors,
+    umeyama,
+)
 
 pytest.importorskip("pycolmap", reason="the sfm extra: pip install 'wgsl_splat[sfm]'")
 
