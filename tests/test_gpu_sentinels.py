@@ -31,7 +31,7 @@ from wgsl_splat.strategy.adc import ADCRound, adc_round
 from wgsl_splat.tools.random_scene import random_scene
 
 POISON = 0x7FBADBAD          # a NaN no kernel computes
-TERMS = LossConfig(opacity_reg=0.3, scale_reg=0.2)
+TERMS = LossConfig(opacity_reg=0.3, scale_reg=0.2, opacity_entropy=0.25)
 
 
 def fresh_seed() -> int:

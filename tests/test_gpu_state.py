@@ -166,7 +166,8 @@ def test_regularisers_and_noise_in_the_step_match_the_numpy_path(gpu_ctx):
     model, cam = random_scene(rng, n=150, width=48, height=40, sh_degree=1, edge_cases=False,
                               dtype=np.float32)
     target = rng.uniform(0, 1, (40, 48, 3)).astype(np.float32)
-    reg = LossConfig(opacity_reg=0.3, scale_reg=0.2)   # large, so that they dominate some gradients
+    reg = LossConfig(opacity_reg=0.3, scale_reg=0.2, opacity_entropy=0.25)  # large: they dominate
+                                                                        # some gradients
     arrays = HostArrays.fresh(model, ())
     cpu = CpuTrainStep(arrays, OptimConfig(), loss=reg)
     gpu = GpuTrainStep(gpu_ctx, arrays, OptimConfig(), loss=reg)
@@ -187,7 +188,7 @@ def test_both_paths_report_the_loss_with_its_parameter_terms(gpu_ctx):
     model, cam = random_scene(rng, n=700, width=48, height=40, sh_degree=1, edge_cases=False,
                               dtype=np.float32)       # 700: three workgroups of partial sums
     target = rng.uniform(0, 1, (40, 48, 3)).astype(np.float32)
-    plain, terms = LossConfig(), LossConfig(opacity_reg=0.3, scale_reg=0.2)
+    plain, terms = LossConfig(), LossConfig(opacity_reg=0.3, scale_reg=0.2, opacity_entropy=0.25)
     losses = {}
     for name, loss in (("plain", plain), ("terms", terms)):
         arrays = HostArrays.fresh(model, ())
@@ -196,8 +197,10 @@ def test_both_paths_report_the_loss_with_its_parameter_terms(gpu_ctx):
             step.step(cam, target)
             step.step_batch([View(cam, target, 1), View(cam, target, 1)])
             losses[name, path] = np.array(step.take_losses())
-    expected = terms.opacity_reg * model.opacities.mean() + terms.scale_reg * np.exp(
-        model.log_scales.astype(np.float64)).mean()
+    p = model.opacities.astype(np.float64)
+    expected = terms.opacity_reg * p.mean() + terms.scale_reg * np.exp(
+        model.log_scales.astype(np.float64)).mean() + terms.opacity_entropy * np.mean(
+        -p * np.log(p) - (1 - p) * np.log(1 - p))
     for path in ("cpu", "gpu"):
         assert len(losses["terms", path]) == 3
         np.testing.assert_allclose(losses["terms", path][0] - losses["plain", path][0], expected,

@@ -3,11 +3,12 @@
 ``loss = (1 − λ)·L1 + λ·(1 − SSIM)`` of the rendered image against the view (the image terms:
 ``reference/loss.py`` and ``gpu/shaders/loss*.wgsl``), plus **parameter terms**: a weight times the
 mean over a parameter group of an elementwise function (gsplat's ``opacity_reg`` and ``scale_reg``,
-which 3DGS-MCMC uses). A parameter term is one :class:`ParamTerm` in :data:`PARAM_TERMS` holding both
-of its parts — the NumPy function and its derivative, and the same in WGSL — and its weight is one
-field of :class:`LossConfig`, which is an option of the ``train`` command. The NumPy step and the
-device step both report ``image loss + parameter terms`` (the device sums the terms' values in
-``project_backward.wgsl`` and adds them to its loss ring).
+which 3DGS-MCMC uses; an opacity entropy). A parameter term is one :class:`ParamTerm` in
+:data:`PARAM_TERMS` holding both of its parts — the NumPy function and its derivative, and the
+same in WGSL — and its weight is one field of :class:`LossConfig`, which is an option of the
+``train`` command. The NumPy step and the device step both report ``image loss + parameter
+terms`` (the device sums the terms' values in ``project_backward.wgsl`` and adds them to its loss
+ring).
 
 To add a parameter term: a weight field in :class:`LossConfig` and a :class:`ParamTerm` below.
 """
@@ -37,6 +38,10 @@ class LossConfig:
     scale_reg: float = option(
         0.0, "Weight of the mean-scale regulariser, weight · mean exp(log-scale) (gsplat's "
              "scale_reg).", flag="--scale-reg", minimum=0.0)
+    opacity_entropy: float = option(
+        0.0, "Weight of the opacity-entropy regulariser, weight · mean H(σ(logit)) with "
+             "H(p) = −p·ln p − (1−p)·ln(1−p): each Gaussian is pushed to opaque or transparent, "
+             "so semi-transparent haze costs.", flag="--opacity-entropy", minimum=0.0)
 
     def active_terms(self) -> list[tuple["ParamTerm", float]]:
         """The parameter terms with a non-zero weight, with their weights."""
@@ -94,11 +99,22 @@ def _exp_term(x):
     return e, e
 
 
+def _entropy_term(x):
+    # H(σ(x)) = σ·softplus(−x) + (1−σ)·softplus(x) (ln σ = −softplus(−x)); dH/dx = −x·σ(1−σ)
+    s = 1.0 / (1.0 + np.exp(-x))
+    sp = np.maximum(x, 0.0) + np.log1p(np.exp(-np.abs(x)))
+    return s * (sp - x) + (1.0 - s) * sp, -x * s * (1.0 - s)
+
+
 PARAM_TERMS: tuple[ParamTerm, ...] = (
     ParamTerm("opacity_reg", "opacity_logits", _sigmoid_term,
               "let s = 1.0 / (1.0 + exp(-x));\n    return vec2<f32>(s, s * (1.0 - s));"),
     ParamTerm("scale_reg", "log_scales", _exp_term,
               "let e = exp(x);\n    return vec2<f32>(e, e);"),
+    ParamTerm("opacity_entropy", "opacity_logits", _entropy_term,
+              "let s = 1.0 / (1.0 + exp(-x));\n"
+              "    let sp = max(x, 0.0) + log(1.0 + exp(-abs(x)));\n"
+              "    return vec2<f32>(s * (sp - x) + (1.0 - s) * sp, -x * s * (1.0 - s));"),
 )
 
 
