@@ -17,6 +17,7 @@ from test_trainer import run, tiny_config, tiny_dataset
 from wgsl_splat.app.cli import main
 from wgsl_splat.contract.state import HostArrays
 from wgsl_splat.contract.step import View
+from wgsl_splat.data.images import edge_pixels
 from wgsl_splat.reference.state import HostState
 from wgsl_splat.reference.step import CpuTrainStep
 from wgsl_splat.strategy import StrategyContext, StrategyError
@@ -192,37 +193,88 @@ def test_the_decision_is_the_same_on_both_paths(gpu_ctx, room, kw):
 
 def ctx(**kw):
     base = dict(extent=1.0, white_background=False, seed=0, view_pixels=(100 * 100,) * 100,
-                params_per_gaussian=59, iters=3000)
+                edge_pixels=lambda max_pixels: 50_000.0, params_per_gaussian=59, iters=3000)
     base.update(kw)
     return StrategyContext(**base)
 
 
 def test_budget_and_initial_points():
     fast = Fast(FastConfig(), ctx())
-    assert fast.budget == int(0.4 * 3_000_000 / 59) == 20338
-    assert fast.random_init_points(100_000) == int(0.4 * 20338)
+    assert FastConfig().budget_per_edge_pixel == 0.43
+    assert fast.budget == int(0.43 * 50_000) == 21500
+    assert fast.random_init_points(100_000) == int(0.4 * 21500)
     assert fast.random_init_points(1000) == 1000
     assert Fast(FastConfig(budget=5000), ctx()).budget == 5000
     assert Fast(FastConfig(budget=5000), ctx(max_gaussians=4000)).budget == 4000
+    assert Fast(FastConfig(), ctx(max_gaussians=4000)).budget == 4000
     fast.check(10**6)            # a derived budget is never below the starting count
     fast.n0 = 30_000
-    assert fast.budget == 30_000 and fast.random_init_points(100_000) == int(0.4 * 20338)
+    assert fast.budget == 30_000 and fast.random_init_points(100_000) == int(0.4 * 21500)
     Fast(FastConfig(budget=5000), ctx()).check(5000)
     with pytest.raises(StrategyError, match=r"budget \(--budget 5000\) is below the 5001 "):
         Fast(FastConfig(budget=5000), ctx()).check(5001)
 
 
-def test_a_views_pixels_count_in_full_up_to_full_view_pixels_then_by_their_square_root():
-    lego = dict(view_pixels=(800 * 800,) * 100)            # lego at full resolution
-    fast = Fast(FastConfig(), ctx(**lego))
-    assert FastConfig().full_view_pixels == 200 * 200
-    assert fast.budget == int(0.4 * 3 * 100 * (800 * 200) / 59) == 325423    # not 1.30 M
-    assert Fast(FastConfig(full_view_pixels=800 * 800), ctx(**lego)).budget == \
-        int(0.4 * 3 * 100 * 800 * 800 / 59)
-    assert Fast(FastConfig(budget=10**6), ctx(**lego)).budget == 10**6
-    # views up to 200 x 200 count in full; mixed sizes per view
-    mixed = Fast(FastConfig(), ctx(view_pixels=(200 * 200, 400 * 400)))
-    assert mixed.budget == int(0.4 * 3 * (200 * 200 + 400 * 200) / 59)
+def test_the_budget_follows_the_views_detail_measured_once_and_kept_on_resume():
+    """The views' detail is measured once, at ``detail_pixels`` (it decodes every training
+    image), and a resumed run keeps the budget its start measured."""
+    asked = []
+
+    def edges(max_pixels):
+        asked.append(max_pixels)
+        return 10_000.0
+
+    fast = Fast(FastConfig(budget_per_edge_pixel=0.5, detail_pixels=123), ctx(edge_pixels=edges))
+    assert fast.budget == fast.budget == 5000 and asked == [123]
+    resumed = Fast(FastConfig(budget_per_edge_pixel=0.5), ctx(edge_pixels=lambda px: 1 / 0))
+    resumed.load_state_dict(fast.state_dict())
+    assert resumed.budget == 5000
+    # no detail measured (no views): the budget is the device's limit or a million
+    assert Fast(FastConfig(), ctx(edge_pixels=None)).budget == 1_000_000
+
+
+def test_edge_pixels_is_edge_length_times_contrast_and_finer_detail_does_not_count():
+    rng = np.random.default_rng(int(np.random.SeedSequence().entropy % 2**32))
+    c = rng.uniform(0.2, 0.9)
+    img = np.zeros((60, 80, 3), np.float32)
+    img[:, 50:] = c                                     # a vertical edge, 60 px long
+    assert edge_pixels(img) == pytest.approx(60 * c, rel=1e-6)
+    img[40:, :] = c                                     # and a horizontal one, 50 px long
+    assert edge_pixels(img) == pytest.approx((40 + 50) * c, rel=1e-6)
+    assert edge_pixels(np.full((30, 30, 3), c, np.float32)) == 0.0
+    one = np.zeros((60, 80, 3), np.float32)
+    one[..., 0] = np.arange(80) >= 50                   # channels averaged: a red edge counts 1/3
+    assert edge_pixels(one) == pytest.approx(60 / 3, rel=1e-6)
+    # a mask leaves out the pairs it touches; the rest is scaled to the whole image
+    mask = np.ones((60, 80), bool)
+    mask[:30] = False
+    vertical = np.zeros((60, 80, 3), np.float32)
+    vertical[:, 50:] = c
+    assert edge_pixels(vertical, mask) == pytest.approx(60 * c, rel=1e-6)
+    assert edge_pixels(vertical, np.zeros((60, 80), bool)) == 0.0
+    # reduced to at most max_pixels: a straight edge keeps its length in the view's own pixels,
+    # a one-pixel checkerboard averages away
+    big = np.zeros((800, 800, 3), np.float32)
+    big[:, 400:] = c
+    assert edge_pixels(big, max_pixels=200 * 200) == pytest.approx(800 * c, rel=1e-6)
+    fine = ((np.arange(800)[:, None] + np.arange(800)[None]) % 2).astype(np.float32)
+    fine = np.repeat(fine[..., None], 3, axis=2)
+    assert edge_pixels(fine) == pytest.approx(2 * 800 * 799)
+    assert edge_pixels(fine, max_pixels=200 * 200) < 1e-3
+
+
+def test_a_runs_budget_is_measured_on_its_training_views():
+    """The trainer's context measures the dataset's training views, masks applied, once each."""
+    from wgsl_splat.training.startup import training_edge_pixels
+
+    ds = tiny_dataset()
+    measure = training_edge_pixels(ds)
+    want = sum(edge_pixels(ds.load_image(i), ds.load_mask(i), 40_000) for i in ds.train_indices)
+    assert want > 0 and measure(40_000) == pytest.approx(want)
+    assert len(ds.details) == len(ds.train_indices)
+    assert measure(40_000) == pytest.approx(want) and len(ds.details) == len(ds.train_indices)
+    fast = Fast(FastConfig(), ctx(edge_pixels=measure))
+    assert fast.budget == int(0.43 * want)
 
 
 def test_resolution_schedule_and_growth_target():
@@ -305,7 +357,7 @@ def test_the_fast_strategy_trains_and_resumes(tmp_path, device, gpu_ctx):
     with np.load(ckpt) as z:
         meta = json.loads(bytes(z["meta"]).decode())
         assert sorted(k[6:] for k in z.files if k.startswith("stats.")) == sorted(FAST_STATS)
-    assert meta["strategy"] == {"name": "fast", "state": {"n0": 600}}
+    assert meta["strategy"] == {"name": "fast", "state": {"n0": 600, "detail_budget": None}}
     resumed, rsummary, _ = run(tmp_path / "resumed", cfg, resume=str(ckpt), **kw)
     assert resumed.strategy.n0 == 600 and rsummary["iterations"] == 24
     if device == "cpu":   # the NumPy path resumes bit for bit
@@ -410,3 +462,14 @@ def test_a_downscaled_view_keeps_its_mask(monkeypatch):
     assert np.all(half[2, 3] == MASKED) and np.sum(half < 0) == 3
     w = error_maps(0.1)(np.zeros_like(half), half)
     assert not w[2, 3, :2].any()
+
+
+def test_a_configuration_with_the_budget_by_observed_values_still_loads():
+    """Runs configured before the budget followed the views' detail wrote
+    ``budget_per_observation`` and ``full_view_pixels``; their cfg.json loads (with today's rule),
+    and an explicit --budget is kept."""
+    d = make_config("fast", "fast").to_dict()
+    d["fast"]["budget_per_observation"], d["fast"]["full_view_pixels"] = 0.4, 40_000
+    d["fast"]["budget"] = 7000
+    fast = TrainConfig.from_dict(d).strategies["fast"]
+    assert fast.budget == 7000 and fast.budget_per_edge_pixel == 0.43

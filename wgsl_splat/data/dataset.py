@@ -23,6 +23,7 @@ serves them as float32, decoding the ones beyond the budget again.
 from __future__ import annotations
 
 import hashlib
+import math
 import os
 import re
 from dataclasses import dataclass, field
@@ -34,6 +35,7 @@ from ..camera import Camera
 from ..contract.losses import masked_target
 from .images import (
     ImageCache,
+    edge_pixels,
     image_has_alpha,
     read_image,
     resize_area,
@@ -85,6 +87,7 @@ class Dataset:
     resident_masks: dict = field(default_factory=dict, init=False, repr=False)  # i -> mask/None
     resident: dict = field(default_factory=dict, init=False, repr=False)  # preload(): i -> pixels
     preloaded: bool = field(default=False, init=False, repr=False)
+    details: dict = field(default_factory=dict, init=False, repr=False)  # (i, max px) -> edges
 
     def __post_init__(self) -> None:
         self.background = np.asarray(self.background, dtype=np.float32).reshape(3)
@@ -126,6 +129,14 @@ class Dataset:
         """What training compares camera ``i``'s render with: :meth:`load_image` with its masked
         pixels set to :data:`~wgsl_splat.contract.losses.MASKED` (both paths' convention)."""
         return masked_target(self.load_image(i), self.load_mask(i))
+
+    def edge_pixels(self, i: int, max_pixels: float = math.inf) -> float:
+        """Camera ``i``'s detail, the length × contrast of its image's edges in pixels
+        (:func:`~wgsl_splat.data.images.edge_pixels`; masked pixels left out), measured once."""
+        key = (i, max_pixels)
+        if key not in self.details:
+            self.details[key] = edge_pixels(self.load_image(i), self.load_mask(i), max_pixels)
+        return self.details[key]
 
     @property
     def has_mask_files(self) -> bool:

@@ -9,7 +9,6 @@ perturbs the means, and edits the training state only through its row operations
 
 from __future__ import annotations
 
-import math
 from abc import ABC, abstractmethod
 from dataclasses import dataclass
 from typing import Callable, ClassVar
@@ -69,16 +68,14 @@ class StrategyContext:
     #: once the step exists (wgsl_splat.training.views.TrainingViews)
     views: object | None = None
 
+    #: the detail the training views show, summed (``Dataset.edge_pixels``: edge length ×
+    #: contrast in pixels), measured on views reduced to at most the given pixels (fast's budget)
+    edge_pixels: Callable[[float], float] | None = None
+
     @property
     def observations(self) -> int | None:
         """The values the training views constrain: three colour channels per pixel."""
-        return int(self.observed_values()) if self.view_pixels else None
-
-    def observed_values(self, full_view_pixels: float = math.inf) -> float:
-        """:attr:`observations`, a view's P pixels counted as sqrt(P·full_view_pixels) above
-        ``full_view_pixels`` (the fast mode's budget)."""
-        full = full_view_pixels
-        return 3 * sum(p if p <= full else math.sqrt(p * full) for p in self.view_pixels)
+        return 3 * sum(self.view_pixels) if self.view_pixels else None
 
 
 class Strategy(ABC):

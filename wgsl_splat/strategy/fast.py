@@ -20,11 +20,12 @@ A round (every ``every`` steps from ``start`` to ``stop``):
    the room (the budget curve at this step minus N) holds, those explaining the most error
    (``fast_err``) grow first; nearly transparent rows are pruned.
 
-The budget is ``budget`` Gaussians, or by default ``budget_per_observation`` trained parameters per
-value the training views observe (ADC's observation cap, scaled down: one set of defaults for every
-scene), a view's pixels counted in full up to ``full_view_pixels`` and by their square root above
-(sqrt(P·full_view_pixels)): at 800×800 px the full count gave lego four times ADC's Gaussians.
-The room grows linearly from the start to ``grow_until`` and, while the resolution schedule
+The budget is ``budget`` Gaussians, or by default ``budget_per_edge_pixel`` Gaussians per pixel of
+edge the training views show (:meth:`~wgsl_splat.data.dataset.Dataset.edge_pixels`: the length ×
+contrast of their edges, detail finer than a view reduced to ``detail_pixels`` not counted): flat
+regions need few Gaussians, and more would become fog (docs/benchmarks.md, issue 36 — mouse's
+white desk held half of what its pixel count gave, lego's detailed views gained from twice as
+many). The room grows linearly from the start to ``grow_until`` and, while the resolution schedule
 trains below the training resolution, is divided by the square of its factor (DashGaussian: no more
 Gaussians than the pixels can constrain). A scene without a point cloud starts from
 ``init_fraction`` of the budget in random points.
@@ -83,19 +84,22 @@ class FastConfig:
     PRESETS = {"smoke": dict(start=30, stop=240, every=30, grow_until=200,
                              resolution_schedule="2@0,1@100")}
 
-    budget: int = option(0, "Gaussians the run grows to (0: --budget-per-observation of the "
-                            "training views' observed values).", flag="--budget", minimum=0)
-    budget_per_observation: float = option(
-        0.4, "Without --budget: grow to this many trained parameters per observed value (3 per "
-             "training pixel).", flag="--budget-per-observation", minimum=0.0, open_min=True)
-    full_view_pixels: int = option(
-        200 * 200, "A training view's pixels count in full towards the budget up to this many; "
-                   "a larger view's P pixels count as sqrt(P x this).", minimum=1)
+    budget: int = option(0, "Gaussians the run grows to (0: --budget-per-edge-pixel of the "
+                            "training views' detail).", flag="--budget", minimum=0)
+    budget_per_edge_pixel: float = option(
+        0.43, "Without --budget: grow to this many Gaussians per pixel of edge the training views "
+              "show (edge length x contrast: a flat view needs few).",
+        flag="--budget-per-edge-pixel", minimum=0.0, open_min=True)
+    detail_pixels: int = option(
+        200 * 200, "The views' detail is measured on them reduced to at most this many pixels: "
+                   "finer detail does not raise the budget.", minimum=1)
     init_fraction: float = option(0.4, "A scene without a point cloud starts from this fraction "
                                        "of the budget in random points.", minimum=0.0,
                                   maximum=1.0, open_min=True)
     start: int = shared_option("start")
-    stop: int = shared_option("stop", 4000)
+    # the round that reaches the budget is the last: rounds at the budget only prune and regrow,
+    # and with the reset's 3 000 steps no reset follows (issue 36: mouse's fog grew back after)
+    stop: int = shared_option("stop", 3000)
     every: int = shared_option("every")
     grow_until: int = option(3000, "The budget is reached by this step.", minimum=1)
     max_growth: float = option(0.5, "A round adds at most this fraction of N.", minimum=0.0)
@@ -211,6 +215,7 @@ class Fast(Strategy):
     def __init__(self, config: FastConfig, ctx) -> None:
         super().__init__(config, ctx)
         self.n0: int | None = None          # N at the first round (the budget curve's start)
+        self.detail_budget: int | None = None   # the budget the views' detail gave (kept on resume)
         self.schedule = schedule_pairs(config.resolution_schedule)
 
     @classmethod
@@ -225,16 +230,18 @@ class Fast(Strategy):
     # -- budget and schedules ----------------------------------------------------------------------
     @property
     def derived_budget(self) -> int:
-        """The budget from the observations (or ``budget`` when given)."""
+        """The budget from the views' detail (or ``budget`` when given)."""
         c, ctx = self.config, self.ctx
         if c.budget:
             b = c.budget
-        elif ctx.view_pixels:
-            # a scene's detail grows more slowly than its views' pixels (ADC on lego: 12.7 k
-            # Gaussians at 50 px, 299 k at 800 px, where the full count gave 1.30 M): above
-            # full_view_pixels a view counts by the square root of its pixels
-            observed = ctx.observed_values(c.full_view_pixels)
-            b = max(1, int(c.budget_per_observation * observed / ctx.params_per_gaussian))
+        elif ctx.edge_pixels is not None:
+            if self.detail_budget is None:     # measured once (decodes the training images)
+                # a scene's detail grows more slowly than its views' pixels (ADC on lego: 12.7 k
+                # Gaussians at 50 px, 299 k at 800 px): detail finer than detail_pixels is not
+                # counted
+                edges = ctx.edge_pixels(c.detail_pixels)
+                self.detail_budget = max(1, int(c.budget_per_edge_pixel * edges))
+            b = self.detail_budget
         else:
             b = 1_000_000
         return b if ctx.max_gaussians is None else min(b, ctx.max_gaussians)
@@ -318,8 +325,9 @@ class Fast(Strategy):
         return lines + opacity_reset(c, self.ctx, it, state)
 
     def state_dict(self) -> dict:
-        return dict(n0=self.n0)
+        return dict(n0=self.n0, detail_budget=self.detail_budget)
 
     def load_state_dict(self, state: dict) -> None:
-        n0 = state.get("n0")
+        n0, detail = state.get("n0"), state.get("detail_budget")
         self.n0 = None if n0 is None else int(n0)
+        self.detail_budget = None if detail is None else int(detail)

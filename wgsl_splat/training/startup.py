@@ -1,6 +1,6 @@
 """What a run starts from and what it checks before it starts: the initial model, the refusals a
 new run gets before any image is decoded, and the scene's measures the run is scaled by (its
-extent, how many values the training views observe)."""
+extent, how many values the training views observe, how much detail they show)."""
 
 from __future__ import annotations
 
@@ -78,6 +78,14 @@ def training_view_pixels(dataset) -> tuple[int, ...]:
     """Each training view's pixels (the strategies' budgets count what the views constrain)."""
     cams = dataset.cameras
     return tuple(cams[i].width * cams[i].height for i in dataset.train_indices)
+
+
+def training_edge_pixels(dataset):
+    """The training views' detail summed, a function of the pixels it is measured at
+    (:meth:`~wgsl_splat.data.dataset.Dataset.edge_pixels`; the fast mode's budget). Decodes the
+    images on first use: :func:`check_new_run` leaves it out (nothing it refuses depends on it)."""
+    return lambda max_pixels: sum(dataset.edge_pixels(i, max_pixels)
+                                  for i in dataset.train_indices)
 
 
 def scene_extent(dataset) -> float:

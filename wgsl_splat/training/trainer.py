@@ -52,7 +52,12 @@ from .config import TrainConfig
 from .errors import TrainingError
 from .evaluation import Lpips, evaluate_views
 from .health import check_loss, divergence, empty_image_loss
-from .startup import initial_model, scene_extent, training_view_pixels
+from .startup import (
+    initial_model,
+    scene_extent,
+    training_edge_pixels,
+    training_view_pixels,
+)
 from .views import TrainingViews
 
 STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM)
@@ -247,6 +252,7 @@ class Trainer:
             start = 0
         ctx = StrategyContext(self.extent, all(c >= 1.0 for c in cfg.background), cfg.seed,
                               view_pixels=training_view_pixels(self.dataset),
+                              edge_pixels=training_edge_pixels(self.dataset),
                               params_per_gaussian=floats_per_gaussian(cfg.sh_degree),
                               iters=cfg.iters, log=self.log)
         try:
