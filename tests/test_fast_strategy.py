@@ -426,12 +426,13 @@ def test_the_fast_preset_is_the_strategys_schedule():
 @pytest.mark.slow
 def test_lego_short_fast_run_reaches_its_measured_quality(tmp_path, lego_dir):
     """The ADC lego test's run (test_trainer_gpu.py: -r 16, the smoke schedule, the GPU path, the
-    200 test views) with --strategy fast: the budget (5 084 here), the observations and the
-    smoke preset's resolution schedule (1/2 to step 100) in one run.
+    200 test views) with --strategy fast: the budget (9 490 here, from the views' detail), the
+    observations and the smoke preset's resolution schedule (1/2 to step 100) in one run.
 
-    Measured on lavapipe, 2026-11-24, seeds 0-3: 21.44 / 21.40 / 21.58 / 21.42 dB,
-    SSIM 0.869-0.877, with 4 929-4 967 Gaussians (ADC: 21.15-21.37 dB with more); the floors leave
-    0.6 dB and 0.019 of margin."""
+    Measured on lavapipe, 2026-11-28, seeds 0-3: 21.85 / 21.79 / 21.96 / 21.72 dB,
+    SSIM 0.881-0.887, with 9 205-9 272 Gaussians (at the budget by observed values, 2026-11-24:
+    21.40-21.58 dB with ~4 950; ADC: 21.15-21.37 dB); the floors leave 0.5 dB and 0.018 of
+    margin."""
     out = tmp_path / "lego"
     res = CliRunner().invoke(main, ["train", str(lego_dir), "-r", "16", "--white-background",
                                     "--eval", "--preset", "smoke", "--seed", "0", "--device", "gpu",
@@ -439,9 +440,9 @@ def test_lego_short_fast_run_reaches_its_measured_quality(tmp_path, lego_dir):
     assert res.exit_code == 0, res.output
     final = json.loads((out / "metrics.json").read_text())["iteration_300"]
     assert final["split"] == "test" and final["views"] == 200
-    assert final["num_gaussians"] <= 5084
-    assert final["mean"]["psnr"] > 20.8, final["mean"]
-    assert final["mean"]["ssim"] > 0.85, final["mean"]
+    assert final["num_gaussians"] <= 9490
+    assert final["mean"]["psnr"] > 21.2, final["mean"]
+    assert final["mean"]["ssim"] > 0.862, final["mean"]
     log = (out / "train.log").read_text()
     assert "resolution 1/2" in log and "resolution 1/1" in log
 
