@@ -120,9 +120,8 @@ def edge_pixels(image: np.ndarray, mask: np.ndarray | None = None,
     neighbouring pixel pairs, both ways (one straight edge of contrast c across the image counts
     c × its length). Above ``max_pixels`` pixels it is measured on the image reduced (by area) to
     at most that many, then scaled by the reduction's linear factor: detail finer than that view
-    does not count. Pairs
-    with a masked end (``mask`` False) do not count; the sum is scaled up to the whole image by
-    the kept fraction of its pixels."""
+    does not count. Pairs with a masked end (``mask`` False) do not count; the sum is scaled up to
+    the whole image by the kept fraction of its pixels."""
     img = np.asarray(image, np.float32)[..., :3]
     keep = np.ones(img.shape[:2], np.float32) if mask is None else np.asarray(mask, np.float32)
     h, w = img.shape[:2]
