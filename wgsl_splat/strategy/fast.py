@@ -24,8 +24,8 @@ The budget is ``budget`` Gaussians, or by default ``budget_per_edge_pixel`` Gaus
 edge the training views show (:meth:`~wgsl_splat.data.dataset.Dataset.edge_pixels`: the length ×
 contrast of their edges, detail finer than a view reduced to ``detail_pixels`` not counted): flat
 regions need few Gaussians, and more would become fog (docs/benchmarks.md, issue 36 — mouse's
-white desk held half of what its pixel count gave, lego's detailed views gained from twice as
-many). The room grows linearly from the start to ``grow_until`` and, while the resolution schedule
+views of a white desk hold no more than its SfM points, lego's detailed views gained from 1.5–2×
+what their pixel count gave). The room grows linearly from the start to ``grow_until`` and, while the resolution schedule
 trains below the training resolution, is divided by the square of its factor (DashGaussian: no more
 Gaussians than the pixels can constrain). A scene without a point cloud starts from
 ``init_fraction`` of the budget in random points.
@@ -87,7 +87,7 @@ class FastConfig:
     budget: int = option(0, "Gaussians the run grows to (0: --budget-per-edge-pixel of the "
                             "training views' detail).", flag="--budget", minimum=0)
     budget_per_edge_pixel: float = option(
-        0.43, "Without --budget: grow to this many Gaussians per pixel of edge the training views "
+        0.35, "Without --budget: grow to this many Gaussians per pixel of edge the training views "
               "show (edge length x contrast: a flat view needs few).",
         flag="--budget-per-edge-pixel", minimum=0.0, open_min=True)
     detail_pixels: int = option(
