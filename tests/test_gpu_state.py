@@ -23,6 +23,7 @@ from wgsl_splat.contract.state import (
     RowTable,
 )
 from wgsl_splat.contract.step import View
+from wgsl_splat.gpu.layout import Layout
 from wgsl_splat.gpu.step import GpuTrainStep
 from wgsl_splat.reference import rows
 from wgsl_splat.reference.step import CpuTrainStep
@@ -160,7 +161,9 @@ def test_mcmc_relocation_growth_and_noise_match_the_numpy_path(gpu_ctx):
     np.testing.assert_allclose(step.state.download().model.means, want2.model.means, rtol=1e-5, atol=1e-6)
 
 
-def test_regularisers_and_noise_in_the_step_match_the_numpy_path(gpu_ctx):
+@pytest.mark.parametrize("kind", ["cpu", "gpu"])
+def test_regularisers_and_noise_in_the_step_match_the_numpy_path(gpu_ctx, kind):
+    """All three parameter terms in project_backward, in both layouts (the GPU one's threads)."""
     seed = fresh_seed()
     rng = np.random.default_rng(seed)
     model, cam = random_scene(rng, n=150, width=48, height=40, sh_degree=1, edge_cases=False,
@@ -170,7 +173,7 @@ def test_regularisers_and_noise_in_the_step_match_the_numpy_path(gpu_ctx):
                                                                         # some gradients
     arrays = HostArrays.fresh(model, ())
     cpu = CpuTrainStep(arrays, OptimConfig(), loss=reg)
-    gpu = GpuTrainStep(gpu_ctx, arrays, OptimConfig(), loss=reg)
+    gpu = GpuTrainStep(gpu_ctx, arrays, OptimConfig(), loss=reg, layout=Layout.of(gpu_ctx, kind))
     for noise in (None, (1e-3, 5)):
         cpu.step(cam, target, noise=noise)
         gpu.step(cam, target, noise=noise)
@@ -180,9 +183,11 @@ def test_regularisers_and_noise_in_the_step_match_the_numpy_path(gpu_ctx):
         assert close.mean() > 0.99, f"seed {seed}: {name}"
 
 
-def test_both_paths_report_the_loss_with_its_parameter_terms(gpu_ctx):
+@pytest.mark.parametrize("kind", ["cpu", "gpu"])
+def test_both_paths_report_the_loss_with_its_parameter_terms(gpu_ctx, kind):
     """The reported loss is image loss + parameter terms on both paths (the device adds the terms'
-    value, reduced in project_backward, to its loss ring), for single views and in a batch."""
+    value, reduced in project_backward, to its loss ring), for single views and in a batch, in
+    both layouts."""
     seed = fresh_seed()
     rng = np.random.default_rng(seed)
     model, cam = random_scene(rng, n=700, width=48, height=40, sh_degree=1, edge_cases=False,
@@ -193,7 +198,8 @@ def test_both_paths_report_the_loss_with_its_parameter_terms(gpu_ctx):
     for name, loss in (("plain", plain), ("terms", terms)):
         arrays = HostArrays.fresh(model, ())
         for path, step in (("cpu", CpuTrainStep(arrays, OptimConfig(), loss=loss)),
-                           ("gpu", GpuTrainStep(gpu_ctx, arrays, OptimConfig(), loss=loss))):
+                           ("gpu", GpuTrainStep(gpu_ctx, arrays, OptimConfig(), loss=loss,
+                                                layout=Layout.of(gpu_ctx, kind)))):
             step.step(cam, target)
             step.step_batch([View(cam, target, 1), View(cam, target, 1)])
             losses[name, path] = np.array(step.take_losses())
