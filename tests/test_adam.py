@@ -1,6 +1,7 @@
 """Adam (PyTorch formula as used by 3DGS), per-group learning rates, schedule, state bookkeeping."""
 
 import math
+from dataclasses import replace
 
 import numpy as np
 import pytest
@@ -138,6 +139,16 @@ def test_schedule_endpoints_and_midpoint():
     assert set(c.lrs(10)) == set(LR_GROUPS)
     with pytest.raises(KeyError):
         c.lr_for("sh", 0)
+
+
+def test_constant_lr_scale_leaves_the_means_schedule():
+    base = OptimConfig().with_scene(2.0, 5_000)
+    fast = replace(base, constant_lr_scale=2.0)
+    for step in (1, 2_500, 5_000):
+        for group in LR_GROUPS:
+            factor = 1.0 if group == "means" else 2.0
+            assert fast.lr_for(group, step) == pytest.approx(factor * base.lr_for(group, step),
+                                                             rel=1e-12), group
 
 
 def test_schedule_delay_matches_3dgs_formula():

@@ -14,6 +14,7 @@ from test_runs import assert_one_line_error
 from test_strategy import random_arrays
 from test_trainer import run, tiny_config, tiny_dataset
 
+from wgsl_splat import options
 from wgsl_splat.app.cli import main
 from wgsl_splat.contract.state import HostArrays
 from wgsl_splat.contract.step import View
@@ -414,10 +415,12 @@ def test_the_fast_preset_is_the_strategys_schedule():
     cfg = make_config("fast", "fast")
     assert cfg.strategy == "fast"
     for key, value in Fast.run_presets["fast"].items():
-        assert getattr(cfg, key) == value, key
+        assert options.get_path(cfg, key) == value, key
     assert cfg.iters == 5000 and cfg.sh_increase_every == 500   # SH degree 3 by step 1 500
+    assert cfg.optim.constant_lr_scale == 2.0 and cfg.optim.lr_scale == 1.0
     adc = make_config("fast", "adc")     # 3DGS's protocol: 7 000 steps, a degree every 1 000
     assert adc.iters == 7000 and adc.sh_increase_every == 1000
+    assert adc.optim.constant_lr_scale == 1.0                    # and 3DGS's rates
 
 
 # -- quality ----------------------------------------------------------------------------------------

@@ -97,6 +97,11 @@ class OptimConfig:
     eps: float = option(1e-15, "Adam ε.", minimum=0.0)
     lr_scale: float = option(1.0, "Multiply every learning rate (experiments; recorded in "
                                   "cfg.json).", flag="--lr-scale", minimum=0.0, open_min=True)
+    # 3DGS's constant rates are paced for 30 000 steps; the fast preset's 5 000 gain from twice
+    # them (docs/benchmarks.md, issue 36, "Learning rates for a short run")
+    constant_lr_scale: float = option(
+        1.0, "Multiply the constant rates (scales, rotations, opacities, SH; not the means' "
+             "schedule).", minimum=0.0, open_min=True)
 
     def with_scene(self, extent: float, max_steps: int | None = None) -> "OptimConfig":
         """Copy for a scene of the given extent (and run length)."""
@@ -124,7 +129,7 @@ class OptimConfig:
     def lr_for(self, group: str, step: float) -> float:
         """Learning rate of ``group`` (one of :data:`LR_GROUPS`) at schedule step ``step``.
 
-        Only ``means`` is scheduled; the others are constant, as in 3DGS. The trainer passes the
+        Only ``means`` is scheduled; the others are constant, as in 3DGS (× ``constant_lr_scale``). The trainer passes the
         1-based iteration number, as 3DGS's ``update_learning_rate(iteration)`` does.
         """
         if group == "means":
@@ -137,7 +142,7 @@ class OptimConfig:
         if group not in constant:
             hint = " (sh is split into sh_dc and sh_rest)" if group == "sh" else ""
             raise KeyError(f"unknown learning-rate group {group!r}{hint}; expected one of {LR_GROUPS}")
-        return self.lr_scale * constant[group]
+        return self.lr_scale * self.constant_lr_scale * constant[group]
 
     def lrs(self, step: float) -> dict[str, float]:
         """All group learning rates at ``step``, keyed by :data:`LR_GROUPS`."""
