@@ -7,6 +7,7 @@ import pathlib
 import click
 import pytest
 
+from wgsl_splat import options
 from wgsl_splat.app.cli import main
 from wgsl_splat.app.flags import flags_of, split_request
 from wgsl_splat.app.run_request import RunRequest
@@ -84,7 +85,7 @@ def test_the_fast_preset_alone_is_the_fast_mode():
                 configured("--strategy", "fast", "--preset", "fast")):
         assert cfg.strategy == "fast" and cfg.iters == 5000
         for key, value in Fast.run_presets["fast"].items():
-            assert getattr(cfg, key) == value, key
+            assert options.get_path(cfg, key) == value, key
     assert configured("--preset", "fast").to_dict() == make_config("fast", "fast").to_dict()
 
 
