@@ -142,6 +142,25 @@ def _read(path):
     return path.read_text() if path.exists() else ""
 
 
+def test_training_steps_is_logged_once_a_signal_stops_the_run_cleanly(tmp_path, monkeypatch):
+    """The signal tests above (and test_parallel's) send theirs once this line is in train.log:
+    the trainer's stop handler must be installed by then (it was logged before, and a signal in
+    between took the CLI's plain exit, with no message and no checkpoint)."""
+    seen = []
+    log = Trainer.log
+
+    def recording(self, msg, echo=True):
+        if msg.startswith("training steps"):
+            seen.append((signal.getsignal(signal.SIGTERM), signal.getsignal(signal.SIGINT)))
+        return log(self, msg, echo)
+
+    monkeypatch.setattr(Trainer, "log", recording)
+    res = CliRunner().invoke(main, ["train", *QUICK, "--iters", "1", "--out", str(tmp_path / "r")])
+    assert res.exit_code == 0, res.output
+    assert len(seen) == 1
+    assert all(getattr(h, "__name__", "") == "on_stop_signal" for h in seen[0]), seen
+
+
 def test_resume_keeps_the_runs_own_configuration(finished):
     res = CliRunner().invoke(main, ["train", "--out", str(finished), "--resume", "latest",
                                     "--device", "cpu"])          # no --preset, -r, --seed, ...

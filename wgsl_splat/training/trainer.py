@@ -318,6 +318,8 @@ class Trainer:
         checkpoint are written."""
         s = self.begin(resume)
         with self._stop_signals(s, earlier_signal):
+            if s.start < self.cfg.iters:     # logged once a signal would stop the run cleanly
+                self.log(f"training steps {s.start + 1}..{self.cfg.iters}", echo=False)
             for it in range(s.start + 1, self.cfg.iters + 1):
                 s.it = it
                 self.train_step(s)
@@ -340,8 +342,6 @@ class Trainer:
         ply_path = os.path.join(self.out_dir, "point_cloud", f"iteration_{start}", "point_cloud.ply")
         if start >= cfg.iters:
             self.log(f"the run is complete: step {start} of {cfg.iters}")
-        else:
-            self.log(f"training steps {start + 1}..{cfg.iters}", echo=False)
         self.loss_first = self.loss_ema = None   # this session's first batch of losses, their EMA
         return Session(start=start, it=start, last_good=self.latest_checkpoint(),
                        ply_path=ply_path if start and os.path.isfile(ply_path) else None,
