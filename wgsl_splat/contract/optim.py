@@ -97,8 +97,8 @@ class OptimConfig:
     eps: float = option(1e-15, "Adam ε.", minimum=0.0)
     lr_scale: float = option(1.0, "Multiply every learning rate (experiments; recorded in "
                                   "cfg.json).", flag="--lr-scale", minimum=0.0, open_min=True)
-    # 3DGS's constant rates are paced for 30 000 steps; the fast preset's 5 000 gain from twice
-    # them (docs/benchmarks.md, issue 36, "Learning rates for a short run")
+    # 3DGS's constant rates are paced for 30 000 steps: a shorter run may raise them (the fast
+    # preset does, Fast.run_presets)
     constant_lr_scale: float = option(
         1.0, "Multiply the constant rates (scales, rotations, opacities, SH; not the means' "
              "schedule).", minimum=0.0, open_min=True)
@@ -129,8 +129,9 @@ class OptimConfig:
     def lr_for(self, group: str, step: float) -> float:
         """Learning rate of ``group`` (one of :data:`LR_GROUPS`) at schedule step ``step``.
 
-        Only ``means`` is scheduled; the others are constant, as in 3DGS (× ``constant_lr_scale``). The trainer passes the
-        1-based iteration number, as 3DGS's ``update_learning_rate(iteration)`` does.
+        Only ``means`` is scheduled; the others are constant, as in 3DGS (× ``constant_lr_scale``).
+        The trainer passes the 1-based iteration number, as 3DGS's
+        ``update_learning_rate(iteration)`` does.
         """
         if group == "means":
             return self.lr_scale * expon_lr(

@@ -25,9 +25,9 @@ edge the training views show (:meth:`~wgsl_splat.data.dataset.Dataset.edge_pixel
 contrast of their edges, detail finer than a view reduced to ``detail_pixels`` not counted): flat
 regions need few Gaussians, and more would become fog (docs/benchmarks.md, issue 36 — mouse's
 views of a white desk hold no more than its SfM points, lego's detailed views gained from 1.5–2×
-what their pixel count gave). The room grows linearly from the start to ``grow_until`` and, while the resolution schedule
-trains below the training resolution, is divided by the square of its factor (DashGaussian: no more
-Gaussians than the pixels can constrain). A scene without a point cloud starts from
+what their pixel count gave). The room grows linearly from the start to ``grow_until`` and, while
+the resolution schedule trains below the training resolution, is divided by the square of its
+factor (DashGaussian: no more Gaussians than the pixels can constrain). A scene without a point cloud starts from
 ``init_fraction`` of the budget in random points.
 """
 
