@@ -141,13 +141,12 @@ def test_schedule_endpoints_and_midpoint():
         c.lr_for("sh", 0)
 
 
-def test_constant_lr_scale_leaves_the_means_schedule():
+def test_lr_scale_multiplies_every_group_and_the_means_whole_schedule():
     base = OptimConfig().with_scene(2.0, 5_000)
-    fast = replace(base, constant_lr_scale=2.0)
-    for step in (1, 2_500, 5_000):
+    fast = replace(base, lr_scale=2.0)
+    for step in (1, 2_500, 5_000, 6_000):
         for group in LR_GROUPS:
-            factor = 1.0 if group == "means" else 2.0
-            assert fast.lr_for(group, step) == pytest.approx(factor * base.lr_for(group, step),
+            assert fast.lr_for(group, step) == pytest.approx(2.0 * base.lr_for(group, step),
                                                              rel=1e-12), group
 
 

@@ -65,7 +65,7 @@ class OptimConfig:
     ``extent`` is the scene extent (3DGS ``spatial_lr_scale``, the camera-centre radius ×1.1); only
     the means' rates are scaled by it. ``max_steps`` is the length of the means' decay (3DGS
     ``position_lr_max_steps``; the trainer sets it to the run length). ``lr_scale`` multiplies
-    every group's rate (``train --lr-scale``, for experiments).
+    every group's rate (``train --lr-scale``; a preset for a short run may raise it).
     """
 
     extent: float = 1.0              # set by the trainer from the scene
@@ -95,13 +95,10 @@ class OptimConfig:
     beta1: float = option(0.9, "Adam β1.", minimum=0.0, maximum=1.0)
     beta2: float = option(0.999, "Adam β2.", minimum=0.0, maximum=1.0)
     eps: float = option(1e-15, "Adam ε.", minimum=0.0)
-    lr_scale: float = option(1.0, "Multiply every learning rate (experiments; recorded in "
-                                  "cfg.json).", flag="--lr-scale", minimum=0.0, open_min=True)
-    # 3DGS's constant rates are paced for 30 000 steps: a shorter run may raise them (the fast
-    # preset does, Fast.run_presets)
-    constant_lr_scale: float = option(
-        1.0, "Multiply the constant rates (scales, rotations, opacities, SH; not the means' "
-             "schedule).", minimum=0.0, open_min=True)
+    # 3DGS's rates are paced for 30 000 steps: a shorter run may raise them (the fast preset
+    # does, Fast.run_presets)
+    lr_scale: float = option(1.0, "Multiply every learning rate (recorded in cfg.json).",
+                             flag="--lr-scale", minimum=0.0, open_min=True)
 
     def with_scene(self, extent: float, max_steps: int | None = None) -> "OptimConfig":
         """Copy for a scene of the given extent (and run length)."""
@@ -129,7 +126,7 @@ class OptimConfig:
     def lr_for(self, group: str, step: float) -> float:
         """Learning rate of ``group`` (one of :data:`LR_GROUPS`) at schedule step ``step``.
 
-        Only ``means`` is scheduled; the others are constant, as in 3DGS (× ``constant_lr_scale``).
+        Only ``means`` is scheduled; the others are constant, as in 3DGS.
         The trainer passes the 1-based iteration number, as 3DGS's
         ``update_learning_rate(iteration)`` does.
         """
@@ -143,7 +140,7 @@ class OptimConfig:
         if group not in constant:
             hint = " (sh is split into sh_dc and sh_rest)" if group == "sh" else ""
             raise KeyError(f"unknown learning-rate group {group!r}{hint}; expected one of {LR_GROUPS}")
-        return self.lr_scale * self.constant_lr_scale * constant[group]
+        return self.lr_scale * constant[group]
 
     def lrs(self, step: float) -> dict[str, float]:
         """All group learning rates at ``step``, keyed by :data:`LR_GROUPS`."""

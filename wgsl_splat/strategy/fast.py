@@ -207,9 +207,9 @@ class Fast(Strategy):
     run_presets = {
         "smoke": dict(random_init_points=5000),
         # 3DGS's pace is set for 30 000 steps: SH degree 3 by step 1 500 instead of 3 000 and
-        # twice its constant rates (docs/benchmarks.md, "SH schedule" and issue 36's "Learning
-        # rates for a short run"; the means' schedule spans the run already)
-        "fast": {"iters": 5000, "sh_increase_every": 500, "optim.constant_lr_scale": 2.0,
+        # twice its learning rates (docs/benchmarks.md, "SH schedule" and issue 36's "Learning
+        # rates for a short run")
+        "fast": {"iters": 5000, "sh_increase_every": 500, "optim.lr_scale": 2.0,
                  "eval_at": (500, 1000, 2000, 3000, 4000, 5000), "save_at": (5000,)},
     }
 
