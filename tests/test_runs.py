@@ -8,12 +8,14 @@ import subprocess
 import sys
 import time
 
+import numpy as np
 import pytest
 from click.testing import CliRunner
 from test_trainer import cpu_factory, run, tiny_config
 
 from wgsl_splat.app.cli import main
 from wgsl_splat.app.run_dir import RunLock
+from wgsl_splat.contract.optim import LR_GROUPS
 from wgsl_splat.data.default_scene import default_dataset
 from wgsl_splat.training.errors import TrainingError
 from wgsl_splat.training.trainer import Trainer
@@ -430,3 +432,47 @@ def test_a_full_disk_is_one_line_naming_the_file_and_the_intact_checkpoint(tmp_p
     res = CliRunner().invoke(main, ["train", "--out", str(out), "--resume", "latest", "--device", "cpu"])
     assert res.exit_code == 0, res.output
     assert sorted(os.listdir(ckpts)) == ["ckpt_000002.npz", "ckpt_000004.npz"]
+
+
+def _rewrite_checkpoint_config(ckpt, edit):
+    """The checkpoint at ``ckpt`` with ``edit`` applied to its stored configuration (dict)."""
+    with np.load(ckpt) as z:
+        arrays = {k: z[k] for k in z.files}
+    meta = json.loads(bytes(arrays["meta"]).decode())
+    edit(meta["config"])
+    arrays["meta"] = np.frombuffer(json.dumps(meta).encode(), dtype=np.uint8)
+    np.savez(ckpt, **arrays)
+
+
+def test_a_checkpoint_with_the_constant_rate_factor_resumes_with_its_own_rates(tmp_path):
+    """Runs of 2026-11-28's fast preset stored ``optim.constant_lr_scale`` (since folded into
+    ``lr_scale`` and the rates); their checkpoints resume, the rates the same bit for bit."""
+    from wgsl_splat.training.config import TrainConfig
+
+    d = TrainConfig().to_dict()
+    d["optim"]["constant_lr_scale"], d["optim"]["lr_scale"] = 2.0, 0.5
+    optim = TrainConfig.from_dict(d).optim
+    base = TrainConfig().optim
+    for group in LR_GROUPS:
+        factor = 1.0 if group == "means" else 2.0
+        assert optim.lr_for(group, 10) == 0.5 * factor * base.lr_for(group, 10), group
+
+    out = tmp_path / "run"
+    assert train(out, "--iters", "2").exit_code == 0
+    ckpt = out / "checkpoints" / "ckpt_000002.npz"
+    _rewrite_checkpoint_config(ckpt, lambda c: c["optim"].update(constant_lr_scale=2.0))
+    res = CliRunner().invoke(main, ["train", "--out", str(out), "--resume", "latest",
+                                    "--device", "cpu"])
+    assert res.exit_code == 0, res.output
+    assert "run is complete" in res.output
+
+
+def test_a_checkpoint_configuration_this_version_cannot_read_is_one_line(tmp_path):
+    out = tmp_path / "run"
+    assert train(out, "--iters", "2").exit_code == 0
+    ckpt = out / "checkpoints" / "ckpt_000002.npz"
+    _rewrite_checkpoint_config(ckpt, lambda c: c["optim"].update(a_later_setting=1.0))
+    res = CliRunner().invoke(main, ["train", "--out", str(out), "--resume", "latest",
+                                    "--device", "cpu"])
+    assert_one_line_error(res, "configuration cannot be read by this version")
+    assert "a_later_setting" in res.output

@@ -70,7 +70,11 @@ def _resumed_settings(meta: dict, run: dict, given: ResumeCheck) -> tuple:
     given again must agree with it (one line naming the first that does not)."""
     from ..training.config import TrainConfig
 
-    old_cfg = TrainConfig.from_dict(meta["config"])
+    try:
+        old_cfg = TrainConfig.from_dict(meta["config"])
+    except (ValueError, TypeError) as exc:
+        raise UserError(f"the checkpoint's configuration cannot be read by this version ({exc}); "
+                        f"train into a new --out") from None
     stored = meta.get("run") or {}
     old_run = {**run, **stored}   # checkpoints before format 2 lack run info
     device_key = RunRequest.resume_rules()["device"][2]

@@ -30,6 +30,9 @@ from ..options import option
 
 #: Learning-rate groups. ``sh`` is split: coefficient 0 is ``sh_dc``, 1..K-1 are ``sh_rest``.
 LR_GROUPS = ("means", "log_scales", "quats", "opacity_logits", "sh_dc", "sh_rest")
+# the groups whose rate is constant (3DGS), each with its OptimConfig field; only the means' decay
+CONSTANT_RATES = {"log_scales": "scale_lr", "quats": "rotation_lr", "opacity_logits": "opacity_lr",
+                  "sh_dc": "sh_dc_lr", "sh_rest": "sh_rest_lr"}
 
 
 def expon_lr(step: float, lr_init: float, lr_final: float, max_steps: int,
@@ -134,13 +137,10 @@ class OptimConfig:
             return self.lr_scale * expon_lr(
                 step, self.means_lr_init * self.extent, self.means_lr_final * self.extent,
                 self.max_steps, self.means_lr_delay_steps, self.means_lr_delay_mult)
-        constant = {"log_scales": self.scale_lr, "quats": self.rotation_lr,
-                    "opacity_logits": self.opacity_lr, "sh_dc": self.sh_dc_lr,
-                    "sh_rest": self.sh_rest_lr}
-        if group not in constant:
+        if group not in CONSTANT_RATES:
             hint = " (sh is split into sh_dc and sh_rest)" if group == "sh" else ""
             raise KeyError(f"unknown learning-rate group {group!r}{hint}; expected one of {LR_GROUPS}")
-        return self.lr_scale * constant[group]
+        return self.lr_scale * getattr(self, CONSTANT_RATES[group])
 
     def lrs(self, step: float) -> dict[str, float]:
         """All group learning rates at ``step``, keyed by :data:`LR_GROUPS`."""

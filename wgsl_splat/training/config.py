@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 
 from .. import options
 from ..contract.losses import LossConfig
-from ..contract.optim import OptimConfig
+from ..contract.optim import CONSTANT_RATES, OptimConfig
 from ..options import option, section
 from ..render_config import RENDER_MODES, check_mode
 from ..strategy import STRATEGIES, strategy_names
@@ -152,6 +152,11 @@ def _upgrade(d: dict) -> dict:
     if "fast" in d:       # the budget by observed values, before the budget by the views' detail
         d["fast"] = {k: v for k, v in d["fast"].items()
                      if k not in ("budget_per_observation", "full_view_pixels")}
+    if "constant_lr_scale" in d.get("optim", {}):   # 2026-11-28: the fast preset's first rates
+        d["optim"] = dict(d["optim"])
+        factor = d["optim"].pop("constant_lr_scale")
+        for key in CONSTANT_RATES.values():   # the same rates (bit for bit at its 2.0)
+            d["optim"][key] = factor * d["optim"].get(key, options.default_of(OptimConfig, key))
     loss = dict(d.get("loss", {}))
     if "lambda_dssim" in d:   # before the loss section
         loss.setdefault("lambda_dssim", d.pop("lambda_dssim"))
