@@ -434,14 +434,20 @@ def test_a_full_disk_is_one_line_naming_the_file_and_the_intact_checkpoint(tmp_p
     assert sorted(os.listdir(ckpts)) == ["ckpt_000002.npz", "ckpt_000004.npz"]
 
 
-def _rewrite_checkpoint_config(ckpt, edit):
-    """The checkpoint at ``ckpt`` with ``edit`` applied to its stored configuration (dict)."""
+def _resume_with_stored_config(tmp_path, edit):
+    """A finished 2-step run whose checkpoint's stored configuration (dict) ``edit`` changed,
+    resumed with ``--resume latest``: the CLI result."""
+    out = tmp_path / "run"
+    assert train(out, "--iters", "2").exit_code == 0
+    ckpt = out / "checkpoints" / "ckpt_000002.npz"
     with np.load(ckpt) as z:
         arrays = {k: z[k] for k in z.files}
     meta = json.loads(bytes(arrays["meta"]).decode())
     edit(meta["config"])
     arrays["meta"] = np.frombuffer(json.dumps(meta).encode(), dtype=np.uint8)
     np.savez(ckpt, **arrays)
+    return CliRunner().invoke(main, ["train", "--out", str(out), "--resume", "latest",
+                                     "--device", "cpu"])
 
 
 def test_a_checkpoint_with_the_constant_rate_factor_resumes_with_its_own_rates(tmp_path):
@@ -457,22 +463,14 @@ def test_a_checkpoint_with_the_constant_rate_factor_resumes_with_its_own_rates(t
         factor = 1.0 if group == "means" else 2.0
         assert optim.lr_for(group, 10) == 0.5 * factor * base.lr_for(group, 10), group
 
-    out = tmp_path / "run"
-    assert train(out, "--iters", "2").exit_code == 0
-    ckpt = out / "checkpoints" / "ckpt_000002.npz"
-    _rewrite_checkpoint_config(ckpt, lambda c: c["optim"].update(constant_lr_scale=2.0))
-    res = CliRunner().invoke(main, ["train", "--out", str(out), "--resume", "latest",
-                                    "--device", "cpu"])
+    res = _resume_with_stored_config(
+        tmp_path, lambda c: c["optim"].update(constant_lr_scale=2.0))
     assert res.exit_code == 0, res.output
     assert "run is complete" in res.output
 
 
 def test_a_checkpoint_configuration_this_version_cannot_read_is_one_line(tmp_path):
-    out = tmp_path / "run"
-    assert train(out, "--iters", "2").exit_code == 0
-    ckpt = out / "checkpoints" / "ckpt_000002.npz"
-    _rewrite_checkpoint_config(ckpt, lambda c: c["optim"].update(a_later_setting=1.0))
-    res = CliRunner().invoke(main, ["train", "--out", str(out), "--resume", "latest",
-                                    "--device", "cpu"])
+    res = _resume_with_stored_config(
+        tmp_path, lambda c: c["optim"].update(a_later_setting=1.0))
     assert_one_line_error(res, "configuration cannot be read by this version")
     assert "a_later_setting" in res.output
