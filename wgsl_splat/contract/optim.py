@@ -30,7 +30,7 @@ from ..options import option
 
 #: Learning-rate groups. ``sh`` is split: coefficient 0 is ``sh_dc``, 1..K-1 are ``sh_rest``.
 LR_GROUPS = ("means", "log_scales", "quats", "opacity_logits", "sh_dc", "sh_rest")
-# the groups whose rate is constant (3DGS), each with its OptimConfig field; only the means' decay
+# every group but the means (whose rate decays): its rate is constant, as in 3DGS, and is this field
 CONSTANT_RATES = {"log_scales": "scale_lr", "quats": "rotation_lr", "opacity_logits": "opacity_lr",
                   "sh_dc": "sh_dc_lr", "sh_rest": "sh_rest_lr"}
 
