@@ -358,12 +358,100 @@ def test_the_fast_strategy_trains_and_resumes(tmp_path, device, gpu_ctx):
     with np.load(ckpt) as z:
         meta = json.loads(bytes(z["meta"]).decode())
         assert sorted(k[6:] for k in z.files if k.startswith("stats.")) == sorted(FAST_STATS)
-    assert meta["strategy"] == {"name": "fast", "state": {"n0": 600, "detail_budget": None}}
+    assert meta["strategy"] == {"name": "fast", "state": {"n0": 600, "detail_budget": None,
+                                                          "validation_best": None,
+                                                          "frozen_n": None}}
     resumed, rsummary, _ = run(tmp_path / "resumed", cfg, resume=str(ckpt), **kw)
     assert resumed.strategy.n0 == 600 and rsummary["iterations"] == 24
     if device == "cpu":   # the NumPy path resumes bit for bit
         for name, arr in trainer.step.get_model().arrays().items():
             np.testing.assert_array_equal(resumed.step.get_model().arrays()[name], arr)
+
+
+class StubViews:
+    """Training views 0..n-1 whose L1 is read from ``errors`` in order."""
+
+    def __init__(self, n, errors=()):
+        self.ids, self.errors, self.asked = list(range(n)), list(errors), []
+
+    def l1(self, i, iteration):
+        self.asked.append((i, iteration))
+        return self.errors[len(self.asked) - 1]
+
+
+def test_withheld_views_are_every_nth_until_growth_stops():
+    cfg = FastConfig(validation_every_nth=10, stop=3000)
+    fast = Fast(cfg, ctx(views=StubViews(25)))
+    assert fast.withheld(0) == fast.withheld(2999) == {5, 15}
+    assert fast.withheld(3000) == frozenset()
+    assert FastConfig().validation_every_nth == 10 and FastConfig().validation_interval == 200
+    off = FastConfig(validation_every_nth=0)
+    assert Fast(off, ctx(views=StubViews(25))).withheld(0) == frozenset()
+    assert Fast(cfg, ctx(views=StubViews(9))).withheld(0) == frozenset()   # too few to spare
+    assert Fast(cfg, ctx(views=None)).withheld(0) == frozenset()
+
+
+def test_growth_stops_when_the_withheld_views_error_rises_and_stays_stopped_on_resume():
+    """Each withheld view is rendered once per validating round (every validation_interval
+    steps while growing); the first mean L1 more than validation_tolerance above the lowest so
+    far fixes the target at N."""
+    views = StubViews(20, errors=[0.5, 0.3, 0.2, 0.2, 0.203, 0.2, 0.25, 0.3])
+    cfg = FastConfig(validation_every_nth=10, validation_interval=500, start=500, stop=3000,
+                     grow_until=3000, budget=20_000)
+    fast = Fast(cfg, ctx(views=views))
+    fast.n0 = 1000
+    assert fast.validate(500, 1000)[0].endswith("L1 0.40000")
+    assert fast.validate(700, 2000) == []                          # not on the interval
+    assert "L1 0.20000" in fast.validate(1000, 3000)[0] and fast.frozen_n is None
+    assert "L1 0.20150" in fast.validate(1500, 3500)[0] and fast.frozen_n is None  # within 2 %
+    line = fast.validate(2000, 4000)[0]
+    assert "37.5% above its lowest 0.20000: growth stops at N 4000" in line, line
+    assert [i for i, _ in views.asked] == [5, 15] * 4
+    assert fast.target(2000, 1000) == 4000 and fast.target(2999, 1000) == 4000
+    assert fast.validate(2500, 4100) == [] and len(views.asked) == 8   # stopped: no more renders
+    resumed = Fast(cfg, ctx(views=StubViews(20)))
+    resumed.load_state_dict(json.loads(json.dumps(fast.state_dict())))
+    assert resumed.frozen_n == 4000 and resumed.validation_best == 0.2
+    assert resumed.target(2500, 1000) == 4000
+    # off: no render, the budget's ramp alone
+    off = Fast(FastConfig(start=500, grow_until=3000, budget=20_000, validation_every_nth=0),
+               ctx(views=views))
+    assert off.validate(1000, 3000) == [] and off.target(3000, 1000) == 20_000
+
+
+@pytest.mark.parametrize("device", ["cpu", "gpu"])
+def test_withheld_views_are_not_trained_or_observed_until_growth_stops(tmp_path, device, gpu_ctx,
+                                                                      monkeypatch):
+    from wgsl_splat.gpu.step import GpuTrainStep
+    from wgsl_splat.training.trainer import Trainer
+
+    kw = {}
+    if device == "gpu":
+        kw["factory"] = lambda arrays, spec: GpuTrainStep(gpu_ctx, arrays, spec=spec)
+    trained, observed = [], []
+    next_view, observe = Trainer.next_view, TrainingViews.observe
+
+    def recorded_next_view(self, iteration):
+        trained.append((iteration, next_view(self, iteration)))
+        return trained[-1][1]
+
+    def recorded_observe(self, ids, *a, **k):
+        observed.extend(ids)
+        return observe(self, ids, *a, **k)
+
+    monkeypatch.setattr(Trainer, "next_view", recorded_next_view)
+    monkeypatch.setattr(TrainingViews, "observe", recorded_observe)
+    cfg = fast_config(iters=40)
+    cfg.strategies["fast"].validation_every_nth = 4
+    cfg.strategies["fast"].validation_interval = 8
+    trainer, summary, _ = run(tmp_path / "run", cfg, **kw)
+    withheld = set(sorted(trainer.dataset.train_indices)[2::4])
+    assert len(withheld) >= 2 and np.isfinite(summary["final_loss"])
+    before = [i for it, i in trained if it < 20]
+    assert before and not withheld & set(before) and not withheld & set(observed)
+    assert withheld <= {i for it, i in trained if it >= 20}    # they train after growth stops
+    log = (tmp_path / "run" / "train.log").read_text()
+    assert log.count("withheld views' L1") == 2, log           # steps 8 and 16
 
 
 # -- bad input ------------------------------------------------------------------------------------------
@@ -477,3 +565,13 @@ def test_a_configuration_with_the_budget_by_observed_values_still_loads():
     d["fast"]["budget"] = 7000
     fast = TrainConfig.from_dict(d).strategies["fast"]
     assert fast.budget == 7000 and fast.budget_per_edge_pixel == 0.35
+
+
+def test_a_run_begun_before_growth_was_validated_resumes_without_it():
+    """A configuration without ``validation_every_nth`` (written before it) goes on withholding
+    no view; a new one withholds every tenth."""
+    d = make_config("fast", "fast").to_dict()
+    assert TrainConfig.from_dict(d).strategies["fast"].validation_every_nth == 10
+    del d["fast"]["validation_every_nth"], d["fast"]["validation_interval"]
+    fast = TrainConfig.from_dict(d).strategies["fast"]
+    assert fast.validation_every_nth == 0 and fast.validation_interval == 200

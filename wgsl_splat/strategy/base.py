@@ -124,6 +124,11 @@ class Strategy(ABC):
         """The step after which the strategy no longer changes the set of Gaussians."""
         return self.config.stop
 
+    def withheld(self, iteration: int) -> frozenset[int]:
+        """Training views (dataset indices) the steps leave out at ``iteration`` (a strategy that
+        validates its growth on them); none by default."""
+        return frozenset()
+
     def round_due(self, iteration: int) -> bool:
         """Whether the hook after step ``iteration`` runs a round (reads the device's statistics
         back): the trainer waits for the queued steps first, so that their device time is not

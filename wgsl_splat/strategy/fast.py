@@ -18,7 +18,13 @@ A round (every ``every`` steps from ``start`` to ``stop``):
    mean screen-space gradient passes 3DGS's threshold *and* whose high-error pixels average at least
    ``min_error_pixels`` per observed view are cloned (small) or split (large); when more qualify than
    the room (the budget curve at this step minus N) holds, those explaining the most error
-   (``fast_err``) grow first; nearly transparent rows are pruned.
+   (``fast_err``) grow first; nearly transparent rows are pruned;
+3. before the growth of a round on the ``validation_interval``, the mean L1 of every
+   ``validation_every_nth`` training view, withheld from the steps and the observations until
+   growth stops: the first time it is more than ``validation_tolerance`` above its lowest so far,
+   growth ends at the current N. Gaussians beyond what the views
+   constrain fit the training views at the others' expense (mouse's fog, docs/benchmarks.md), and
+   only views the growth has not seen show it; the test views are never used.
 
 The budget is ``budget`` Gaussians, or by default ``budget_per_edge_pixel`` Gaussians per pixel of
 edge the training views show (:meth:`~wgsl_splat.data.dataset.Dataset.edge_pixels`: the length ×
@@ -113,6 +119,14 @@ class FastConfig:
     min_weight: float = option(
         0.0, "Prune Gaussians blended into less than this many pixels' worth (α·T) per "
              "observed view (0: off).", minimum=0.0)
+    validation_every_nth: int = option(
+        10, "Withhold every Nth training view from the steps until growth stops, and stop growing "
+            "when their error rises (0: off).", minimum=0)
+    validation_interval: int = option(
+        200, "Steps between the withheld views' evaluations while growing.", minimum=1)
+    validation_tolerance: float = option(
+        0.02, "Growth stops when the withheld views' L1 is this fraction above its lowest.",
+        minimum=0.0)
     score: str = option("error", "What ranks the rows when more want to grow than the room "
                                  "holds: the error they are part of over the observed views, or "
                                  "3DGS's mean gradient.", choices=("error", "gradient"))
@@ -218,6 +232,8 @@ class Fast(Strategy):
         self.n0: int | None = None          # N at the first round (the budget curve's start)
         self.detail_budget: int | None = None   # the budget the views' detail gave (kept on resume)
         self.schedule = schedule_pairs(config.resolution_schedule)
+        self.validation_best: float | None = None   # the withheld views' lowest L1 so far
+        self.frozen_n: int | None = None            # N when their error rose: growth ends
 
     @classmethod
     def exercise_kernels(cls, step, view) -> None:
@@ -270,7 +286,39 @@ class Fast(Strategy):
         span = max(c.grow_until - c.start, 1)
         ramp = min(1.0, max(0.0, (iteration - c.start) / span))
         f = self.resolution(iteration)
-        return int(n0 + max(self.budget - n0, 0) * ramp / (f * f))
+        target = int(n0 + max(self.budget - n0, 0) * ramp / (f * f))
+        return target if self.frozen_n is None else min(target, self.frozen_n)
+
+    # -- growth validated on withheld training views --------------------------------------------
+    def validation_ids(self) -> list[int]:
+        """Every ``validation_every_nth`` training view (none when off or too few views)."""
+        n, views = self.config.validation_every_nth, self.ctx.views
+        if not n or views is None:
+            return []
+        ids = sorted(views.ids)
+        return ids[n // 2::n] if len(ids) >= n else []
+
+    def withheld(self, iteration: int) -> frozenset[int]:
+        return frozenset(self.validation_ids()) if iteration < self.config.stop else frozenset()
+
+    def validate(self, iteration: int, n: int) -> list[str]:
+        """At a growing round on the interval: the withheld views' L1; growth ends at ``n`` the
+        first time it is more than ``validation_tolerance`` above its lowest so far (the views are
+        not trained on, so their error rises when new Gaussians fit the training views at their
+        expense)."""
+        c = self.config
+        ids = self.validation_ids()
+        if (not ids or self.frozen_n is not None or iteration % c.validation_interval
+                or iteration >= c.stop):
+            return []
+        err = float(np.mean([self.ctx.views.l1(i, iteration) for i in ids]))
+        best = self.validation_best
+        if best is not None and err > best * (1.0 + c.validation_tolerance):
+            self.frozen_n = n
+            return [f"step {iteration}: fast: the {len(ids)} withheld views' L1 {err:.5f} is "
+                    f"{err / best - 1:.1%} above its lowest {best:.5f}: growth stops at N {n}"]
+        self.validation_best = err if best is None else min(best, err)
+        return [f"step {iteration}: fast: the {len(ids)} withheld views' L1 {err:.5f}"]
 
     def check(self, initial_count: int) -> None:
         c = self.config
@@ -291,7 +339,8 @@ class Fast(Strategy):
         views = self.ctx.views
         if views is None:
             return 0
-        ids = views.ids
+        withheld = self.withheld(iteration)
+        ids = [i for i in views.ids if i not in withheld]
         k = min(self.config.views, len(ids))
         # the same views on both paths and on resume: a function of (seed, step)
         pick = np.random.default_rng([self.ctx.seed, iteration]).permutation(len(ids))[:k]
@@ -309,6 +358,7 @@ class Fast(Strategy):
         if self.round_due(it):
             if self.n0 is None:
                 self.n0 = state.n
+            lines += self.validate(it, state.n)
             room = max(0, min(self.target(it, self.n0) - state.n,
                               int(c.max_growth * state.n) + 1))
             # the views are observed only when their statistics decide something
@@ -326,9 +376,13 @@ class Fast(Strategy):
         return lines + opacity_reset(c, self.ctx, it, state)
 
     def state_dict(self) -> dict:
-        return dict(n0=self.n0, detail_budget=self.detail_budget)
+        return dict(n0=self.n0, detail_budget=self.detail_budget,
+                    validation_best=self.validation_best, frozen_n=self.frozen_n)
 
     def load_state_dict(self, state: dict) -> None:
         n0, detail = state.get("n0"), state.get("detail_budget")
         self.n0 = None if n0 is None else int(n0)
         self.detail_budget = None if detail is None else int(detail)
+        best, frozen = state.get("validation_best"), state.get("frozen_n")
+        self.validation_best = None if best is None else float(best)
+        self.frozen_n = None if frozen is None else int(frozen)

@@ -152,6 +152,8 @@ def _upgrade(d: dict) -> dict:
     if "fast" in d:       # the budget by observed values, before the budget by the views' detail
         d["fast"] = {k: v for k, v in d["fast"].items()
                      if k not in ("budget_per_observation", "full_view_pixels")}
+        # 2026-11-28: growth validated on withheld views; a run begun without it goes on so
+        d["fast"].setdefault("validation_every_nth", 0)
     if "constant_lr_scale" in d.get("optim", {}):   # 2026-11-28: the fast preset's first rates
         d["optim"] = dict(d["optim"])
         factor = d["optim"].pop("constant_lr_scale")

@@ -165,10 +165,17 @@ class Trainer:
         the dataset holds them decoded as 8-bit (:meth:`~wgsl_splat.data.dataset.Dataset.preload`)."""
         return self.views.view(i).target
 
-    def next_view(self) -> int:
-        if not self.view_stack:
-            self.view_stack = [int(v) for v in self.rng.permutation(self.dataset.train_indices)]
-        return self.view_stack.pop()
+    def next_view(self, iteration: int) -> int:
+        """The next view of a shuffled pass over the training views, less those the strategy
+        withholds at this step."""
+        withheld = self.strategy.withheld(iteration)
+        while True:
+            if not self.view_stack:
+                self.view_stack = [int(v) for v in self.rng.permutation(self.dataset.train_indices)
+                                   if int(v) not in withheld]
+            i = self.view_stack.pop()
+            if i not in withheld:
+                return i
 
     # -- checkpoints --------------------------------------------------------------------------------
     def checkpoint_dir(self) -> str:
@@ -374,7 +381,7 @@ class Trainer:
         cfg, it = self.cfg, s.it
         t0 = time.perf_counter()
         factor = self.strategy.resolution(it)   # the strategy's resolution schedule
-        batch = [self.views.view(self.next_view(), factor) for _ in range(cfg.batch_size)]
+        batch = [self.views.view(self.next_view(it), factor) for _ in range(cfg.batch_size)]
         t1 = time.perf_counter()
         s.profiled = it % cfg.log_every == 0 and self.step.enable_profiling(True)
         noise_lr = self.strategy.noise_lr(it)

@@ -70,3 +70,12 @@ class TrainingViews:
         sums into the statistics ``into``); returns the renders."""
         views = [View(self.camera(i, factor), self.image(i, factor), None) for i in ids]
         return self.step.observe(views, weights, into, self.active_sh_degree(iteration))
+
+    def l1(self, i: int, iteration: int) -> float:
+        """View ``i``'s mean absolute error at the training resolution, rendered with the SH
+        degree of step ``iteration`` (masked pixels left out)."""
+        target = self.image(i)
+        render = np.asarray(self.step.render(self.camera(i), self.active_sh_degree(iteration)),
+                            np.float32)[..., :3]
+        keep = ~(target < 0).any(axis=2)
+        return float(np.abs(render - target)[keep].mean()) if keep.any() else 0.0
