@@ -381,7 +381,7 @@ class StubViews:
 
 def test_withheld_views_are_every_nth_until_growth_stops():
     cfg = FastConfig(validation_every_nth=10, stop=3000)
-    fast = Fast(cfg, ctx(views=StubViews(25)))
+    fast = Fast(cfg, ctx(views=StubViews(25), iters=5000))
     assert fast.withheld(0) == fast.withheld(2999) == {5, 15}
     assert fast.withheld(3000) == frozenset()
     assert FastConfig().validation_every_nth == 10 and FastConfig().validation_interval == 200
@@ -389,6 +389,8 @@ def test_withheld_views_are_every_nth_until_growth_stops():
     assert Fast(off, ctx(views=StubViews(25))).withheld(0) == frozenset()
     assert Fast(cfg, ctx(views=StubViews(9))).withheld(0) == frozenset()   # too few to spare
     assert Fast(cfg, ctx(views=None)).withheld(0) == frozenset()
+    # a run that ends before growth does would never train them
+    assert Fast(cfg, ctx(views=StubViews(25), iters=3000)).withheld(0) == frozenset()
 
 
 def test_growth_stops_when_the_withheld_views_error_rises_and_stays_stopped_on_resume():
@@ -398,7 +400,7 @@ def test_growth_stops_when_the_withheld_views_error_rises_and_stays_stopped_on_r
     views = StubViews(20, errors=[0.5, 0.3, 0.2, 0.2, 0.203, 0.2, 0.25, 0.3])
     cfg = FastConfig(validation_every_nth=10, validation_interval=500, start=500, stop=3000,
                      grow_until=3000, budget=20_000)
-    fast = Fast(cfg, ctx(views=views))
+    fast = Fast(cfg, ctx(views=views, iters=5000))
     fast.n0 = 1000
     assert fast.validate(500, 1000)[0].endswith("L1 0.40000")
     assert fast.validate(700, 2000) == []                          # not on the interval
@@ -409,7 +411,7 @@ def test_growth_stops_when_the_withheld_views_error_rises_and_stays_stopped_on_r
     assert [i for i, _ in views.asked] == [5, 15] * 4
     assert fast.target(2000, 1000) == 4000 and fast.target(2999, 1000) == 4000
     assert fast.validate(2500, 4100) == [] and len(views.asked) == 8   # stopped: no more renders
-    resumed = Fast(cfg, ctx(views=StubViews(20)))
+    resumed = Fast(cfg, ctx(views=StubViews(20), iters=5000))
     resumed.load_state_dict(json.loads(json.dumps(fast.state_dict())))
     assert resumed.frozen_n == 4000 and resumed.validation_best == 0.2
     assert resumed.target(2500, 1000) == 4000

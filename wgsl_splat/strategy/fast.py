@@ -22,9 +22,9 @@ A round (every ``every`` steps from ``start`` to ``stop``):
 3. before the growth of a round on the ``validation_interval``, the mean L1 of every
    ``validation_every_nth`` training view, withheld from the steps and the observations until
    growth stops: the first time it is more than ``validation_tolerance`` above its lowest so far,
-   growth ends at the current N. Gaussians beyond what the views
-   constrain fit the training views at the others' expense (mouse's fog, docs/benchmarks.md), and
-   only views the growth has not seen show it; the test views are never used.
+   growth ends at the current N. Gaussians beyond what the views constrain fit the training
+   views at the others' expense (mouse's fog, docs/benchmarks.md), and only views the growth has
+   not seen show it; the test views are never used.
 
 The budget is ``budget`` Gaussians, or by default ``budget_per_edge_pixel`` Gaussians per pixel of
 edge the training views show (:meth:`~wgsl_splat.data.dataset.Dataset.edge_pixels`: the length ×
@@ -291,9 +291,10 @@ class Fast(Strategy):
 
     # -- growth validated on withheld training views --------------------------------------------
     def validation_ids(self) -> list[int]:
-        """Every ``validation_every_nth`` training view (none when off or too few views)."""
-        n, views = self.config.validation_every_nth, self.ctx.views
-        if not n or views is None:
+        """Every ``validation_every_nth`` training view (none when off, with too few views, or
+        when the run ends before growth does: the views would never be trained)."""
+        n, views, iters = self.config.validation_every_nth, self.ctx.views, self.ctx.iters
+        if not n or views is None or (iters is not None and iters <= self.config.stop):
             return []
         ids = sorted(views.ids)
         return ids[n // 2::n] if len(ids) >= n else []
