@@ -22,6 +22,7 @@ from wgsl_splat.data.images import edge_pixels
 from wgsl_splat.reference.state import HostState
 from wgsl_splat.reference.step import CpuTrainStep
 from wgsl_splat.strategy import StrategyContext, StrategyError
+from wgsl_splat.strategy.adc import ADC, ADCConfig
 from wgsl_splat.strategy.fast import (
     OBSERVED_STATS,
     Fast,
@@ -360,7 +361,7 @@ def test_the_fast_strategy_trains_and_resumes(tmp_path, device, gpu_ctx):
         assert sorted(k[6:] for k in z.files if k.startswith("stats.")) == sorted(FAST_STATS)
     assert meta["strategy"] == {"name": "fast", "state": {"n0": 600, "detail_budget": None,
                                                           "validation_best": None,
-                                                          "frozen_n": None}}
+                                                          "validation_stopped_at": None}}
     resumed, rsummary, _ = run(tmp_path / "resumed", cfg, resume=str(ckpt), **kw)
     assert resumed.strategy.n0 == 600 and rsummary["iterations"] == 24
     if device == "cpu":   # the NumPy path resumes bit for bit
@@ -393,37 +394,68 @@ def test_withheld_views_are_every_nth_until_growth_stops():
     assert Fast(cfg, ctx(views=StubViews(25), iters=3000)).withheld(0) == frozenset()
 
 
-def test_growth_stops_when_the_withheld_views_error_rises_and_stays_stopped_on_resume():
+def test_densification_ends_when_the_withheld_views_error_rises_and_stays_ended_on_resume():
     """Each withheld view is rendered once per validating round (every validation_interval
-    steps while growing); the first mean L1 more than validation_tolerance above the lowest so
-    far fixes the target at N."""
+    steps while densifying); the first mean L1 more than validation_tolerance above the lowest so
+    far ends densification at that step: no round from it on, the views train again."""
     views = StubViews(20, errors=[0.5, 0.3, 0.2, 0.2, 0.203, 0.2, 0.25, 0.3])
     cfg = FastConfig(validation_every_nth=10, validation_interval=500, start=500, stop=3000,
                      grow_until=3000, budget=20_000)
     fast = Fast(cfg, ctx(views=views, iters=5000))
-    fast.n0 = 1000
-    assert fast.validate(500, 1000)[0].endswith("L1 0.40000")
-    assert fast.validate(700, 2000) == []                          # not on the interval
-    assert "L1 0.20000" in fast.validate(1000, 3000)[0] and fast.frozen_n is None
-    assert "L1 0.20150" in fast.validate(1500, 3500)[0] and fast.frozen_n is None  # within 2 %
-    line = fast.validate(2000, 4000)[0]
-    assert "37.5% above its lowest 0.20000: growth stops at N 4000" in line, line
+    check = fast.validation.check
+    assert check(500, 1000, "fast")[0].endswith("L1 0.40000")
+    assert check(700, 2000, "fast") == []                          # not on the interval
+    assert "L1 0.20000" in check(1000, 3000, "fast")[0] and fast.validation.stopped_at is None
+    assert "L1 0.20150" in check(1500, 3500, "fast")[0] and fast.refine_stop == 3000  # within 2 %
+    assert fast.round_due(2000) and fast.withheld(2000) == {5, 15}
+    line = check(2000, 4000, "fast")[0]
+    assert "37.5% above its lowest 0.20000: densification ends at N 4000" in line, line
     assert [i for i, _ in views.asked] == [5, 15] * 4
-    assert fast.target(2000, 1000) == 4000 and fast.target(2999, 1000) == 4000
-    assert fast.validate(2500, 4100) == [] and len(views.asked) == 8   # stopped: no more renders
+    assert fast.refine_stop == 2000 and fast.validation.ended(2000)
+    assert not any(fast.round_due(it) for it in range(2001, 3001))   # the last round was 1 900
+    assert fast.withheld(2000) == frozenset()                        # they train from here
+    assert check(2500, 4100, "fast") == [] and len(views.asked) == 8   # ended: no more renders
     resumed = Fast(cfg, ctx(views=StubViews(20), iters=5000))
     resumed.load_state_dict(json.loads(json.dumps(fast.state_dict())))
-    assert resumed.frozen_n == 4000 and resumed.validation_best == 0.2
-    assert resumed.target(2500, 1000) == 4000
+    assert resumed.refine_stop == 2000 and resumed.validation.best == 0.2
+    assert not resumed.round_due(2100) and resumed.withheld(2100) == frozenset()
+    # a checkpoint of the first version (growth capped at frozen_n): densification is over
+    old = Fast(cfg, ctx(views=StubViews(20), iters=5000))
+    old.load_state_dict({"n0": 1000, "validation_best": 0.2, "frozen_n": 4000})
+    assert old.refine_stop == 0 and not old.round_due(2100) and old.withheld(100) == frozenset()
     # off: no render, the budget's ramp alone
     off = Fast(FastConfig(start=500, grow_until=3000, budget=20_000, validation_every_nth=0),
                ctx(views=views))
-    assert off.validate(1000, 3000) == [] and off.target(3000, 1000) == 20_000
+    assert off.validation.check(1000, 3000, "fast") == [] and off.target(3000, 1000) == 20_000
+    assert off.round_due(2900)
 
 
+def test_an_opacity_reset_restarts_the_lowest_error():
+    """A reset raises every view's error for a while: the comparison restarts after it, so ADC's
+    resets inside densification do not end it."""
+    views = StubViews(20, errors=[e for e in (0.2, 0.1, 0.3, 0.25, 0.26) for _ in (5, 15)])
+    adc = ADC(ADCConfig(validation_every_nth=10, validation_interval=100, start=500, stop=15_000,
+                        opacity_reset_every=3000, max_params_per_observation=0),
+              ctx(views=views, iters=30_000))
+    state = HostState(random_arrays(np.random.default_rng(5), 50,
+                                    stats=tuple(s.name for s in ADC.statistics)))
+    assert adc.withheld(0) == adc.withheld(14_999) == {5, 15}
+    for it in (2900, 3000):                       # the reset follows the round at 3 000
+        lines = adc.after_step(it, state)
+    assert "opacity reset" in lines[-1] and adc.validation.best is None
+    adc.after_step(3100, state)                   # 0.3: a new lowest, not a rise over 0.1
+    adc.after_step(3200, state)
+    assert adc.validation.best == 0.25 and adc.validation.stopped_at is None
+    assert "4.0% above its lowest 0.25000: densification ends" in adc.after_step(3300, state)[0]
+    assert adc.validation.stopped_at == 3300 and adc.refine_stop == 3300
+    assert adc.after_step(6000, state) == []      # no round and no reset after it
+    assert adc.withheld(3300) == frozenset()
+
+
+@pytest.mark.parametrize("strategy", ["fast", "adc"])
 @pytest.mark.parametrize("device", ["cpu", "gpu"])
 def test_withheld_views_are_not_trained_or_observed_until_growth_stops(tmp_path, device, gpu_ctx,
-                                                                      monkeypatch):
+                                                                      monkeypatch, strategy):
     from wgsl_splat.gpu.step import GpuTrainStep
     from wgsl_splat.training.trainer import Trainer
 
@@ -444,14 +476,15 @@ def test_withheld_views_are_not_trained_or_observed_until_growth_stops(tmp_path,
     monkeypatch.setattr(Trainer, "next_view", recorded_next_view)
     monkeypatch.setattr(TrainingViews, "observe", recorded_observe)
     cfg = fast_config(iters=40)
-    cfg.strategies["fast"].validation_every_nth = 4
-    cfg.strategies["fast"].validation_interval = 8
+    cfg.strategy = strategy
+    cfg.strategies[strategy].validation_every_nth = 4
+    cfg.strategies[strategy].validation_interval = 8
     trainer, summary, _ = run(tmp_path / "run", cfg, **kw)
     withheld = set(sorted(trainer.dataset.train_indices)[2::4])
     assert len(withheld) >= 2 and np.isfinite(summary["final_loss"])
     before = [i for it, i in trained if it < 20]
     assert before and not withheld & set(before) and not withheld & set(observed)
-    assert withheld <= {i for it, i in trained if it >= 20}    # they train after growth stops
+    assert withheld <= {i for it, i in trained if it >= 20}    # they train after densifying
     log = (tmp_path / "run" / "train.log").read_text()
     assert log.count("withheld views' L1") == 2, log           # steps 8 and 16
 

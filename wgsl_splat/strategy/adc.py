@@ -1,6 +1,8 @@
 """3DGS adaptive density control (Kerbl et al. 2023, ``densify_and_prune`` + ``reset_opacity``):
 clone small Gaussians and split large ones whose mean screen-space gradient is high, prune the
 transparent (and, after the first opacity reset, the huge), reset opacities every 3 000 steps.
+One addition: densification ends early when the error of training views it has withheld rises
+(:mod:`~wgsl_splat.strategy.growth_validation`; ``validation_every_nth`` 0 is 3DGS's schedule).
 
 A round is one :meth:`~wgsl_splat.contract.state.TrainState.grow` with :class:`ADCDecision`, whose
 kernel is ``adc.wgsl`` beside this file and whose NumPy twin is :meth:`ADCDecision.numpy`; the
@@ -18,6 +20,7 @@ from ..contract.state import Decided, HostArrays, TrainState, wgsl_beside
 from ..contract.statistics import STANDARD, mean_gradient
 from ..options import option
 from .base import Strategy, periodic_round, register_strategy
+from .growth_validation import GrowthValidation
 from .split_clone_prune import (
     SplitCloneDecision,
     SplitCloneRound,
@@ -66,6 +69,9 @@ class ADCConfig:
         1.0, "Grow to at most this many trained parameters per observed value (3 per training "
              "pixel); binds only for small scenes (0 = off).",
         flag="--max-params-per-observation", minimum=0.0)
+    validation_every_nth: int = shared_option("validation_every_nth")
+    validation_interval: int = shared_option("validation_interval")
+    validation_tolerance: float = shared_option("validation_tolerance")
 
 
 @dataclass(frozen=True)
@@ -162,6 +168,7 @@ class ADC(Strategy):
         super().__init__(config, ctx)
         self.cap_logged = False
         self.zero_grad_warned = False
+        self.validation = GrowthValidation(config, ctx)
 
     @property
     def data_cap(self) -> int | None:
@@ -177,13 +184,23 @@ class ADC(Strategy):
         caps = [self.config.max_gaussians, self.ctx.max_gaussians, self.data_cap]
         return min(c for c in caps if c is not None)
 
+    @property
+    def refine_stop(self) -> int:
+        return self.validation.stop
+
+    def withheld(self, iteration: int) -> frozenset[int]:
+        return self.validation.withheld(iteration)
+
     def round_due(self, iteration: int) -> bool:
-        return periodic_round(self.config, iteration)
+        return periodic_round(self.config, iteration, stop=self.validation.stop)
 
     def after_step(self, iteration: int, state: TrainState) -> list[str]:
         c, it = self.config, iteration
         lines = []
         if self.round_due(it):
+            lines += self.validation.check(it, state.n, "adc")
+            if self.validation.ended(it):
+                return lines
             rnd = ADCRound(
                 **SplitCloneRound.shared_fields(c, self.ctx, it),
                 max_screen_size=c.max_screen_size if after_first_reset(c, it) else 0.0,
@@ -204,11 +221,16 @@ class ADC(Strategy):
                            "(WGSL_SPLAT_DEVICE_MEMORY sets it; a lower --sh-degree holds more)")
                 self.ctx.log(f"step {it}: densification capped at {self.cap} Gaussians, {why}")
                 self.cap_logged = True
-        return lines + opacity_reset(c, self.ctx, it, state)
+        reset = opacity_reset(c, self.ctx, it, state, self.validation.stop)
+        if reset:
+            self.validation.after_reset()
+        return lines + reset
 
     def state_dict(self) -> dict:
-        return dict(cap_logged=self.cap_logged, zero_grad_warned=self.zero_grad_warned)
+        return dict(cap_logged=self.cap_logged, zero_grad_warned=self.zero_grad_warned,
+                    **self.validation.state_dict())
 
     def load_state_dict(self, state: dict) -> None:
         self.cap_logged = bool(state.get("cap_logged", False))
         self.zero_grad_warned = bool(state.get("zero_grad_warned", False))
+        self.validation.load_state_dict(state)

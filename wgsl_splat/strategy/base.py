@@ -33,11 +33,14 @@ def register_strategy(cls: type["Strategy"]) -> type["Strategy"]:
     return cls
 
 
-def periodic_round(config, iteration: int, at_stop: bool = False) -> bool:
-    """A round every ``config.every`` steps after ``config.start`` and before ``config.stop``
-    (``at_stop``: at it too) — the schedule of the densifying strategies' ``round_due``."""
+def periodic_round(config, iteration: int, at_stop: bool = False,
+                   stop: int | None = None) -> bool:
+    """A round every ``config.every`` steps after ``config.start`` and before ``stop`` (default
+    ``config.stop``; ``at_stop``: at it too) — the schedule of the densifying strategies'
+    ``round_due``."""
     c, it = config, iteration
-    return c.start < it and (it <= c.stop if at_stop else it < c.stop) and it % c.every == 0
+    stop = c.stop if stop is None else stop
+    return c.start < it and (it <= stop if at_stop else it < stop) and it % c.every == 0
 
 
 def strategy_names() -> tuple[str, ...]:

@@ -20,11 +20,9 @@ A round (every ``every`` steps from ``start`` to ``stop``):
    the room (the budget curve at this step minus N) holds, those explaining the most error
    (``fast_err``) grow first; nearly transparent rows are pruned;
 3. before the growth of a round on the ``validation_interval``, the mean L1 of every
-   ``validation_every_nth`` training view, withheld from the steps and the observations until
-   growth stops: the first time it is more than ``validation_tolerance`` above its lowest so far,
-   growth ends at the current N. Gaussians beyond what the views constrain fit the training
-   views at the others' expense (mouse's fog, docs/benchmarks.md), and only views the growth has
-   not seen show it; the test views are never used.
+   ``validation_every_nth`` training view, withheld from the steps and the observations while
+   densifying: the first time it is more than ``validation_tolerance`` above its lowest so far,
+   densification ends there (:mod:`~wgsl_splat.strategy.growth_validation`, shared with ADC).
 
 The budget is ``budget`` Gaussians, or by default ``budget_per_edge_pixel`` Gaussians per pixel of
 edge the training views show (:meth:`~wgsl_splat.data.dataset.Dataset.edge_pixels`: the length ×
@@ -48,6 +46,7 @@ from ..contract.state import Decided, HostArrays, TrainState, wgsl_beside
 from ..contract.statistics import DENOM, GRAD_ACCUM, OBSERVED, Statistic, mean_gradient
 from ..options import option
 from .base import Strategy, StrategyError, periodic_round, register_strategy
+from .growth_validation import GrowthValidation
 from .split_clone_prune import (
     SplitCloneDecision,
     SplitCloneRound,
@@ -119,14 +118,9 @@ class FastConfig:
     min_weight: float = option(
         0.0, "Prune Gaussians blended into less than this many pixels' worth (α·T) per "
              "observed view (0: off).", minimum=0.0)
-    validation_every_nth: int = option(
-        10, "Withhold every Nth training view from the steps until growth stops, and stop growing "
-            "when their error rises (0: off).", minimum=0)
-    validation_interval: int = option(
-        200, "Steps between the withheld views' evaluations while growing.", minimum=1)
-    validation_tolerance: float = option(
-        0.02, "Growth stops when the withheld views' L1 is this fraction above its lowest.",
-        minimum=0.0)
+    validation_every_nth: int = shared_option("validation_every_nth")
+    validation_interval: int = shared_option("validation_interval")
+    validation_tolerance: float = shared_option("validation_tolerance")
     score: str = option("error", "What ranks the rows when more want to grow than the room "
                                  "holds: the error they are part of over the observed views, or "
                                  "3DGS's mean gradient.", choices=("error", "gradient"))
@@ -232,8 +226,7 @@ class Fast(Strategy):
         self.n0: int | None = None          # N at the first round (the budget curve's start)
         self.detail_budget: int | None = None   # the budget the views' detail gave (kept on resume)
         self.schedule = schedule_pairs(config.resolution_schedule)
-        self.validation_best: float | None = None   # the withheld views' lowest L1 so far
-        self.frozen_n: int | None = None            # N when their error rose: growth ends
+        self.validation = GrowthValidation(config, ctx)
 
     @classmethod
     def exercise_kernels(cls, step, view) -> None:
@@ -286,40 +279,15 @@ class Fast(Strategy):
         span = max(c.grow_until - c.start, 1)
         ramp = min(1.0, max(0.0, (iteration - c.start) / span))
         f = self.resolution(iteration)
-        target = int(n0 + max(self.budget - n0, 0) * ramp / (f * f))
-        return target if self.frozen_n is None else min(target, self.frozen_n)
+        return int(n0 + max(self.budget - n0, 0) * ramp / (f * f))
 
     # -- growth validated on withheld training views --------------------------------------------
-    def validation_ids(self) -> list[int]:
-        """Every ``validation_every_nth`` training view (none when off, with too few views, or
-        when the run ends before growth does: the views would never be trained)."""
-        n, views, iters = self.config.validation_every_nth, self.ctx.views, self.ctx.iters
-        if not n or views is None or (iters is not None and iters <= self.config.stop):
-            return []
-        ids = sorted(views.ids)
-        return ids[n // 2::n] if len(ids) >= n else []
+    @property
+    def refine_stop(self) -> int:
+        return self.validation.stop
 
     def withheld(self, iteration: int) -> frozenset[int]:
-        return frozenset(self.validation_ids()) if iteration < self.config.stop else frozenset()
-
-    def validate(self, iteration: int, n: int) -> list[str]:
-        """At a growing round on the interval: the withheld views' L1; growth ends at ``n`` the
-        first time it is more than ``validation_tolerance`` above its lowest so far (the views are
-        not trained on, so their error rises when new Gaussians fit the training views at their
-        expense)."""
-        c = self.config
-        ids = self.validation_ids()
-        if (not ids or self.frozen_n is not None or iteration % c.validation_interval
-                or iteration >= c.stop):
-            return []
-        err = float(np.mean([self.ctx.views.l1(i, iteration) for i in ids]))
-        best = self.validation_best
-        if best is not None and err > best * (1.0 + c.validation_tolerance):
-            self.frozen_n = n
-            return [f"step {iteration}: fast: the {len(ids)} withheld views' L1 {err:.5f} is "
-                    f"{err / best - 1:.1%} above its lowest {best:.5f}: growth stops at N {n}"]
-        self.validation_best = err if best is None else min(best, err)
-        return [f"step {iteration}: fast: the {len(ids)} withheld views' L1 {err:.5f}"]
+        return self.validation.withheld(iteration)
 
     def check(self, initial_count: int) -> None:
         c = self.config
@@ -351,7 +319,8 @@ class Fast(Strategy):
         return k
 
     def round_due(self, iteration: int) -> bool:
-        return periodic_round(self.config, iteration, at_stop=True)   # the budget's last round
+        # the budget's last round
+        return periodic_round(self.config, iteration, at_stop=True, stop=self.validation.stop)
 
     def after_step(self, iteration: int, state: TrainState) -> list[str]:
         c, it = self.config, iteration
@@ -359,7 +328,9 @@ class Fast(Strategy):
         if self.round_due(it):
             if self.n0 is None:
                 self.n0 = state.n
-            lines += self.validate(it, state.n)
+            lines += self.validation.check(it, state.n, "fast")
+            if self.validation.ended(it):
+                return lines
             room = max(0, min(self.target(it, self.n0) - state.n,
                               int(c.max_growth * state.n) + 1))
             # the views are observed only when their statistics decide something
@@ -374,16 +345,16 @@ class Fast(Strategy):
                          f"{g.split} split, -{g.counts[2]} pruned; room {room} of budget "
                          f"{self.budget}, resolution 1/{self.resolution(it)})"
                          + ("; capped" if g.capped else ""))
-        return lines + opacity_reset(c, self.ctx, it, state)
+        reset = opacity_reset(c, self.ctx, it, state, self.validation.stop)
+        if reset:
+            self.validation.after_reset()
+        return lines + reset
 
     def state_dict(self) -> dict:
-        return dict(n0=self.n0, detail_budget=self.detail_budget,
-                    validation_best=self.validation_best, frozen_n=self.frozen_n)
+        return dict(n0=self.n0, detail_budget=self.detail_budget, **self.validation.state_dict())
 
     def load_state_dict(self, state: dict) -> None:
         n0, detail = state.get("n0"), state.get("detail_budget")
         self.n0 = None if n0 is None else int(n0)
         self.detail_budget = None if detail is None else int(detail)
-        best, frozen = state.get("validation_best"), state.get("frozen_n")
-        self.validation_best = None if best is None else float(best)
-        self.frozen_n = None if frozen is None else int(frozen)
+        self.validation.load_state_dict(state)

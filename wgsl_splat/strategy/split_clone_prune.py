@@ -54,6 +54,15 @@ class SplitClonePruneOptions:
     # and must not be densified (it was 231k floaters at step 3000 on lego without it).
     white_background_reset: bool = option(
         True, "With a white background, also reset opacities at the first densification step.")
+    # growth_validation.py: the rule that ends densification early when it overfits
+    validation_every_nth: int = option(
+        10, "Withhold every Nth training view from the steps while densifying, and end "
+            "densification when their error rises (0: off).", minimum=0)
+    validation_interval: int = option(
+        200, "Steps between the withheld views' evaluations while densifying.", minimum=1)
+    validation_tolerance: float = option(
+        0.02, "Densification ends when the withheld views' L1 is this fraction above its lowest "
+              "since the last opacity reset.", minimum=0.0)
 
 
 _DECLARED = {f.name: f for f in dataclasses.fields(SplitClonePruneOptions)}
@@ -75,13 +84,13 @@ def after_first_reset(config, iteration: int) -> bool:
     return iteration > config.opacity_reset_every
 
 
-def opacity_reset(config, ctx, iteration: int, state: TrainState) -> list[str]:
-    """3DGS's opacity reset while densifying: every ``opacity_reset_every`` steps before ``stop``,
-    and at the first densification step with a white background (``white_background_reset``);
-    returns its log line."""
+def opacity_reset(config, ctx, iteration: int, state: TrainState, stop: int) -> list[str]:
+    """3DGS's opacity reset while densifying: every ``opacity_reset_every`` steps before ``stop``
+    (the last densification step), and at the first densification step with a white background
+    (``white_background_reset``); returns its log line."""
     c, it = config, iteration
     white_reset = c.white_background_reset and ctx.white_background and it == c.start
-    if it < c.stop and (it % c.opacity_reset_every == 0 or white_reset):
+    if it < stop and (it % c.opacity_reset_every == 0 or white_reset):
         state.reset_opacity(c.reset_opacity)
         return [f"step {it}: opacity reset to ≤ {c.reset_opacity}"]
     return []

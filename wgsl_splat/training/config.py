@@ -149,6 +149,8 @@ def _upgrade(d: dict) -> dict:
     if "adc" in d:        # runs configured before the observation cap grew without it
         d["adc"] = dict(d["adc"])
         d["adc"].setdefault("max_params_per_observation", 0.0)
+        # 2026-11-28: densification validated on withheld views; a run begun without it goes on so
+        d["adc"].setdefault("validation_every_nth", 0)
     if "fast" in d:       # the budget by observed values, before the budget by the views' detail
         d["fast"] = {k: v for k, v in d["fast"].items()
                      if k not in ("budget_per_observation", "full_view_pixels")}
