@@ -172,7 +172,8 @@ def test_adc_and_fast_share_one_split_clone_prune_section():
     for cls in (ADCConfig, FastConfig):
         shared = {f.name: f.metadata["shared"] for f in dataclasses.fields(cls)
                   if "shared" in f.metadata}
-        assert len(shared) == 12 and all(k == v for k, v in shared.items()), cls
+        assert len(shared) == len(dataclasses.fields(scp.SplitClonePruneOptions)) == 15, cls
+        assert all(k == v for k, v in shared.items()), cls
     fragment = wgsl_beside(scp.__file__, "split_clone_prune.wgsl")
     names = re.findall(r"^\s*(\w+):", fragment, re.M)
     adc = ADCDecision(ADCRound(2e-4, 0.02, 2, 1.6, 0.005, None, 0.0, 10, key=1))
