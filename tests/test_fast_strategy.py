@@ -385,7 +385,7 @@ def test_withheld_views_are_every_nth_until_growth_stops():
     fast = Fast(cfg, ctx(views=StubViews(25), iters=5000))
     assert fast.withheld(0) == fast.withheld(2999) == {5, 15}
     assert fast.withheld(3000) == frozenset()
-    assert FastConfig().validation_every_nth == 10 and FastConfig().validation_interval == 200
+    assert FastConfig().validation_every_nth == 10 and FastConfig().validation_interval == 100
     off = FastConfig(validation_every_nth=0)
     assert Fast(off, ctx(views=StubViews(25))).withheld(0) == frozenset()
     assert Fast(cfg, ctx(views=StubViews(9))).withheld(0) == frozenset()   # too few to spare
@@ -609,4 +609,9 @@ def test_a_run_begun_before_growth_was_validated_resumes_without_it():
     assert TrainConfig.from_dict(d).strategies["fast"].validation_every_nth == 10
     del d["fast"]["validation_every_nth"], d["fast"]["validation_interval"]
     fast = TrainConfig.from_dict(d).strategies["fast"]
-    assert fast.validation_every_nth == 0 and fast.validation_interval == 200
+    assert fast.validation_every_nth == 0 and fast.validation_interval == 100
+    # ADC's, validated since the eleventh session
+    d = make_config("fast", "adc").to_dict()
+    assert TrainConfig.from_dict(d).strategies["adc"].validation_every_nth == 10
+    del d["adc"]["validation_every_nth"]
+    assert TrainConfig.from_dict(d).strategies["adc"].validation_every_nth == 0

@@ -59,7 +59,7 @@ class SplitClonePruneOptions:
         10, "Withhold every Nth training view from the steps while densifying, and end "
             "densification when their error rises (0: off).", minimum=0)
     validation_interval: int = option(
-        200, "Steps between the withheld views' evaluations while densifying.", minimum=1)
+        100, "Steps between the withheld views' evaluations while densifying.", minimum=1)
     validation_tolerance: float = option(
         0.02, "Densification ends when the withheld views' L1 is this fraction above its lowest "
               "since the last opacity reset.", minimum=0.0)
