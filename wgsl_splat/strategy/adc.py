@@ -221,10 +221,7 @@ class ADC(Strategy):
                            "(WGSL_SPLAT_DEVICE_MEMORY sets it; a lower --sh-degree holds more)")
                 self.ctx.log(f"step {it}: densification capped at {self.cap} Gaussians, {why}")
                 self.cap_logged = True
-        reset = opacity_reset(c, self.ctx, it, state, self.validation.stop)
-        if reset:
-            self.validation.after_reset()
-        return lines + reset
+        return lines + opacity_reset(c, self.ctx, it, state, self.validation)
 
     def state_dict(self) -> dict:
         return dict(cap_logged=self.cap_logged, zero_grad_warned=self.zero_grad_warned,

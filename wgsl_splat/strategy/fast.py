@@ -345,10 +345,7 @@ class Fast(Strategy):
                          f"{g.split} split, -{g.counts[2]} pruned; room {room} of budget "
                          f"{self.budget}, resolution 1/{self.resolution(it)})"
                          + ("; capped" if g.capped else ""))
-        reset = opacity_reset(c, self.ctx, it, state, self.validation.stop)
-        if reset:
-            self.validation.after_reset()
-        return lines + reset
+        return lines + opacity_reset(c, self.ctx, it, state, self.validation)
 
     def state_dict(self) -> dict:
         return dict(n0=self.n0, detail_budget=self.detail_budget, **self.validation.state_dict())

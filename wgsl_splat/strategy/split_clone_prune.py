@@ -84,14 +84,17 @@ def after_first_reset(config, iteration: int) -> bool:
     return iteration > config.opacity_reset_every
 
 
-def opacity_reset(config, ctx, iteration: int, state: TrainState, stop: int) -> list[str]:
-    """3DGS's opacity reset while densifying: every ``opacity_reset_every`` steps before ``stop``
-    (the last densification step), and at the first densification step with a white background
-    (``white_background_reset``); returns its log line."""
+def opacity_reset(config, ctx, iteration: int, state: TrainState, validation) -> list[str]:
+    """3DGS's opacity reset while densifying: every ``opacity_reset_every`` steps before the last
+    densification step (``validation.stop``: the configured ``stop`` or where the growth
+    validation ended it), and at the first densification step with a white background
+    (``white_background_reset``); the validation's comparison restarts after it. Returns its log
+    line."""
     c, it = config, iteration
     white_reset = c.white_background_reset and ctx.white_background and it == c.start
-    if it < stop and (it % c.opacity_reset_every == 0 or white_reset):
+    if it < validation.stop and (it % c.opacity_reset_every == 0 or white_reset):
         state.reset_opacity(c.reset_opacity)
+        validation.after_reset()
         return [f"step {it}: opacity reset to ≤ {c.reset_opacity}"]
     return []
 
