@@ -373,11 +373,12 @@ class StubViews:
     """Training views 0..n-1 whose L1 is read from ``errors`` in order."""
 
     def __init__(self, n, errors=()):
-        self.ids, self.errors, self.asked = list(range(n)), list(errors), []
+        self.ids, self.values, self.asked = list(range(n)), list(errors), []
 
-    def l1(self, i, iteration):
-        self.asked.append((i, iteration))
-        return self.errors[len(self.asked) - 1]
+    def errors(self, ids, iteration):
+        first = len(self.asked)
+        self.asked += [(i, iteration) for i in ids]
+        return self.values[first:len(self.asked)]
 
 
 def test_withheld_views_are_every_nth_until_growth_stops():

@@ -350,6 +350,47 @@ def test_no_readback_or_allocation_inside_steps(gpu_ctx, kind):
     assert step.counters["readbacks"] == before["readbacks"] + 1, "one read for 40 steps' losses"
 
 
+@pytest.mark.parametrize("kind", ["cpu", "gpu"])
+def test_view_errors_on_the_device_match_the_reference(gpu_ctx, kind):
+    """The growth validation's measure (``view_errors``): each view's L1 term of the loss,
+    computed on the device against its resident image, only the numbers read back. Five views
+    over a ring of two slots (three chunks), a masked target, a second image size, intersections
+    past the capacity (the chunk is rendered again, grown); the ring is poisoned first, so a slot
+    the device did not write shows, and a second call, the images now resident, agrees."""
+    from wgsl_splat.contract.losses import MASKED, l1_term
+    from wgsl_splat.contract.step import View
+
+    seed = fresh_seed()
+    rng = np.random.default_rng(seed)
+    model, cam, target = make_problem(seed, 300, 140, 100)
+    small, tiny = cam.scaled(2), cam.scaled(8)
+    masked = target.copy()
+    masked[rng.uniform(size=target.shape[:2]) < 0.3] = MASKED
+    views = [View(cam, target, 0), View(cam, masked, 1),
+             View(small, rng.uniform(size=(small.height, small.width, 3)).astype(np.float32), 2),
+             View(cam, np.clip(target + 0.1, 0, 1), 3),
+             View(small, np.zeros((small.height, small.width, 3), np.float32), 4)]
+    step = GpuTrainStep(gpu_ctx, model, OptimConfig(), history=2, layout=Layout.of(gpu_ctx, kind))
+    step.renderer._set_capacity(1024)       # the least; the tiny view's step needs less
+    step.step(tiny, np.zeros((tiny.height, tiny.width, 3), np.float32), view_id=9)   # pending
+    step.pool.write(step.loss.n_result, np.full(4 * step.history, np.nan, np.float32))
+    before, redos = dict(step.counters), step.renderer.redos
+    errors = step.view_errors(views)
+    assert step.renderer.redos > redos and step.renderer.capacity > 1024, "the views overflowed"
+    assert step.renderer.clipped_renders == 0
+    reads = step.counters["readback_bytes"] - before["readback_bytes"]
+    assert reads < 4 * 1024, f"{reads} bytes read back: no image should be"
+    expected = CpuTrainStep(step.get_model(), OptimConfig()).view_errors(views)   # after the step
+    np.testing.assert_allclose(errors, expected, rtol=2e-4, err_msg=f"seed {seed}")
+    # the device's L1 is the host's of the same render, masked channels counting zero
+    on_host = [l1_term(step.render(v.camera), v.target) for v in views]
+    np.testing.assert_allclose(errors, on_host, rtol=1e-5, err_msg=f"seed {seed}")
+    assert len(step.take_losses()) == 1, "the training step's loss is kept"
+    held = [View(v.camera, None, v.view_id) for v in views if step.holds_target(v.view_id)]
+    assert len(held) == len(views)
+    np.testing.assert_allclose(step.view_errors(held), errors, rtol=1e-6)
+
+
 def test_more_steps_than_the_ring_read_once_per_ring(gpu_ctx):
     model, cam, target = make_problem(fresh_seed(), 50, 32, 32)
     step = GpuTrainStep(gpu_ctx, model, OptimConfig(), history=8)

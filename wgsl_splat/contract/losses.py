@@ -89,6 +89,14 @@ def masked_target(image: np.ndarray, mask: np.ndarray | None) -> np.ndarray:
     return out
 
 
+def l1_term(image: np.ndarray, target: np.ndarray) -> float:
+    """The loss's L1 term of ``image`` against ``target`` (both paths' loss): the mean absolute
+    error over every pixel channel, a masked channel (target below zero) counting as zero."""
+    img = np.asarray(image, np.float64)
+    gt = np.asarray(target, np.float64)
+    return float(np.mean(np.abs(np.where(gt >= 0, img - gt, 0.0)))) if gt.size else 0.0
+
+
 def _sigmoid_term(x):
     s = 1.0 / (1.0 + np.exp(-x))
     return s, s * (1.0 - s)

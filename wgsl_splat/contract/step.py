@@ -23,7 +23,7 @@ from ..camera import Camera
 from ..model import GaussianModel
 from ..render_config import CLASSIC, RenderConfig
 from .appearance import AppearanceState
-from .losses import LossConfig
+from .losses import LossConfig, l1_term
 from .optim import OptimConfig
 from .pose import PoseState
 from .state import TrainState
@@ -209,6 +209,14 @@ class TrainStep(ABC):
     @abstractmethod
     def render(self, camera: Camera, active_sh_degree: int | None = None) -> np.ndarray:
         """Render a view with the current parameters (evaluation, previews)."""
+
+    def view_errors(self, views: list[View], active_sh_degree: int | None = None) -> list[float]:
+        """Each view's L1 term of the loss (:func:`~wgsl_splat.contract.losses.l1_term`) with
+        the current parameters, without a gradient or an update (the growth validation's
+        measure). Here: a render each, compared on the host; the GPU path compares on the
+        device against the resident image and reads back only the numbers."""
+        return [l1_term(np.asarray(self.render(v.camera, active_sh_degree), np.float32)[..., :3],
+                        v.target) for v in views]
 
     # -- optional capabilities: no-ops unless a path has them --------------------------------------
     @property

@@ -451,20 +451,7 @@ class GpuTrainStep(TrainStep):
         count = self._pending
         first = (self._next_slot - count) % self.history
         slots = [(first + j) % self.history for j in range(count)]
-        loss_bytes = RESULT_BYTES * self.history
-        t = time.perf_counter()
-        with self.ctx.guard("reading the step losses back"):
-            staging = self.pool.staging(loss_bytes + COUNTERS_BYTES * self.history)
-            enc = self.ctx.device.create_command_encoder(label="read rings")
-            enc.copy_buffer_to_buffer(self.pool[self.loss.n_result], 0, staging, 0, loss_bytes)
-            enc.copy_buffer_to_buffer(self.pool["step_counts"], 0, staging, loss_bytes,
-                                      COUNTERS_BYTES * self.history)
-            self.ctx.queue.submit([enc.finish()])
-            data = self.pool.map_staging(loss_bytes + COUNTERS_BYTES * self.history)
-        self.blocked_seconds += time.perf_counter() - t
-        losses = np.frombuffer(data, np.float32, 4 * self.history).reshape(self.history, 4)
-        counts = np.frombuffer(data, np.uint32, COUNTERS_BYTES // 4 * self.history,
-                               loss_bytes).reshape(self.history, -1)
+        losses, counts = self._read_rings("reading the step losses back")
         self._losses.extend(float(losses[s, 0]) for s in slots)
         totals = counts[slots, 0].astype(np.int64)
         self.max_intersections = max(self.max_intersections, int(totals.max()))
@@ -477,6 +464,63 @@ class GpuTrainStep(TrainStep):
         if totals.max() > 0.9 * cap:   # grow ahead of need: densification keeps adding splats
             self.renderer.ensure_capacity(int(totals.max() * 1.25))
         self._pending = 0
+
+    def _read_rings(self, what: str) -> tuple[np.ndarray, np.ndarray]:
+        """Both rings in one blocking read: the loss results ``(history, 4)`` (loss, L1, SSIM,
+        1-SSIM) and the intersection counters ``(history, COUNTERS_BYTES // 4)`` per slot."""
+        loss_bytes = RESULT_BYTES * self.history
+        t = time.perf_counter()
+        with self.ctx.guard(what):
+            staging = self.pool.staging(loss_bytes + COUNTERS_BYTES * self.history)
+            enc = self.ctx.device.create_command_encoder(label="read rings")
+            enc.copy_buffer_to_buffer(self.pool[self.loss.n_result], 0, staging, 0, loss_bytes)
+            enc.copy_buffer_to_buffer(self.pool["step_counts"], 0, staging, loss_bytes,
+                                      COUNTERS_BYTES * self.history)
+            self.ctx.queue.submit([enc.finish()])
+            data = self.pool.map_staging(loss_bytes + COUNTERS_BYTES * self.history)
+        self.blocked_seconds += time.perf_counter() - t
+        losses = np.frombuffer(data, np.float32, 4 * self.history).reshape(self.history, 4)
+        counts = np.frombuffer(data, np.uint32, COUNTERS_BYTES // 4 * self.history,
+                               loss_bytes).reshape(self.history, -1)
+        return losses, counts
+
+    def view_errors(self, views, active_sh_degree=None) -> list[float]:
+        """:meth:`TrainStep.view_errors` on the device: per view a forward render and the loss
+        against its resident image (uploaded once, as a training view's), the L1 of up to
+        ``history`` views read back together with their intersection counts; no image comes
+        back. A view whose intersections overflowed is rendered again with grown buffers."""
+        self.take_losses_into_buffer()     # the views use the rings' slots from 0
+        r, errors = self.renderer, []
+        for first in range(0, len(views), self.history):
+            chunk = views[first:first + self.history]
+            self.targets.touch(chunk)
+            for _attempt in range(3):
+                for slot, view in enumerate(chunk):
+                    self._begin(view.camera, active_sh_degree)
+                    target = self.targets.resident(view.target, view.view_id)
+                    with self.ctx.guard("measuring a view's error"):
+                        enc = self.ctx.device.create_command_encoder(label="view error")
+                        cpass = enc.begin_compute_pass(label="view error")
+                        r.encode_forward(cpass)
+                        self.loss.encode(cpass, image="image", target=target, grad="grad_image",
+                                         slot=slot)
+                        cpass.end()
+                        enc.copy_buffer_to_buffer(self.pool["counters"], 0, self.pool["step_counts"],
+                                                  COUNTERS_BYTES * slot, COUNTERS_BYTES)
+                        self.ctx.queue.submit([enc.finish()])
+                losses, counts = self._read_rings("reading the views' errors back")
+                totals = counts[:len(chunk), 0].astype(np.int64)
+                r.emission_disagreements += int(counts[:len(chunk), 2].astype(np.int64).sum())
+                most = int(totals.max(initial=0))
+                if most <= r.capacity:
+                    break
+                if r.capacity >= r.max_capacity:   # no growing past one binding: drawn clipped
+                    r.note_clipped(int(np.sum(totals > r.capacity)), most)
+                    break
+                r.ensure_capacity(most)
+                r.redos += 1
+            errors.extend(float(v) for v in losses[:len(chunk), 1])
+        return errors
 
     def observe(self, views, weights, into, active_sh_degree=None) -> list[np.ndarray]:
         """:meth:`TrainStep.observe` on the device: per view a forward render read back, the

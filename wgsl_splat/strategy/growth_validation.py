@@ -2,7 +2,7 @@
 
 Every ``validation_every_nth`` training view is withheld from the steps and from the growth's
 observations while the strategy densifies. Every ``validation_interval`` steps, before a round
-grows, their mean L1 is measured; the first time it is more than ``validation_tolerance`` above
+grows, their mean L1 (the loss's L1 term) is measured; the first time it is more than ``validation_tolerance`` above
 its lowest since the last opacity reset (a reset raises every view's error for a while),
 densification ends at that step as it would at ``stop``: no more rounds or resets, and the
 withheld views train from then on. Gaussians beyond what the views constrain fit the training
@@ -59,7 +59,7 @@ class GrowthValidation:
         ids = self.ids()
         if not ids or iteration % c.validation_interval or iteration >= self.stop:
             return []
-        err = float(np.mean([self.ctx.views.l1(i, iteration) for i in ids]))
+        err = float(np.mean(self.ctx.views.errors(ids, iteration)))
         best = self.best
         if best is not None and err > best * (1.0 + c.validation_tolerance):
             self.stopped_at = iteration

@@ -289,6 +289,9 @@ class ReplicatedStep(TrainStep):
     def render(self, camera, active_sh_degree=None):
         return self.replicas[0].render(camera, active_sh_degree)
 
+    def view_errors(self, views, active_sh_degree=None):
+        return self.replicas[0].view_errors(views, active_sh_degree)
+
     def set_filter_cameras(self, cameras) -> None:
         for r in self.replicas:
             r.set_filter_cameras(cameras)

@@ -1,7 +1,8 @@
 """The training views as the loop and a strategy see them (:class:`TrainingViews`): each view's
 camera and image at a resolution factor (a strategy's resolution schedule,
-:meth:`~wgsl_splat.strategy.base.Strategy.resolution`), and view observations through the step
-(:meth:`~wgsl_splat.contract.step.TrainStep.observe`).
+:meth:`~wgsl_splat.strategy.base.Strategy.resolution`), view observations through the step
+(:meth:`~wgsl_splat.contract.step.TrainStep.observe`) and the views' errors
+(:meth:`~wgsl_splat.contract.step.TrainStep.view_errors`).
 
 A view at factor ``f`` is the camera scaled by ``1/f`` (:meth:`~wgsl_splat.camera.Camera.scaled`)
 against its image area-averaged to that size (:func:`~wgsl_splat.data.images.resize_area`, the
@@ -71,11 +72,8 @@ class TrainingViews:
         views = [View(self.camera(i, factor), self.image(i, factor), None) for i in ids]
         return self.step.observe(views, weights, into, self.active_sh_degree(iteration))
 
-    def l1(self, i: int, iteration: int) -> float:
-        """View ``i``'s mean absolute error at the training resolution, rendered with the SH
-        degree of step ``iteration`` (masked pixels left out)."""
-        target = self.image(i)
-        render = np.asarray(self.step.render(self.camera(i), self.active_sh_degree(iteration)),
-                            np.float32)[..., :3]
-        keep = ~(target < 0).any(axis=2)
-        return float(np.abs(render - target)[keep].mean()) if keep.any() else 0.0
+    def errors(self, ids, iteration: int) -> list[float]:
+        """Views ``ids``' L1 term of the loss at the training resolution, rendered with the SH
+        degree of step ``iteration`` (:meth:`TrainStep.view_errors`: on the GPU path against
+        the resident images, nothing but the numbers read back)."""
+        return self.step.view_errors([self.view(i) for i in ids], self.active_sh_degree(iteration))
