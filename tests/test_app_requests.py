@@ -104,6 +104,35 @@ def test_a_named_strategy_gets_the_presets_schedule_for_it():
         configured("--preset", "fast", "--cap-max", "5")
 
 
+def test_a_flag_the_strategies_share_sets_the_trained_strategys_option():
+    """``--validation-every-nth`` is declared once, with the split/clone/prune options ADC and the
+    fast mode share: one flag that sets the option of the strategy the run trains, refused for
+    one without it, compared with the resumed run's own section."""
+    from wgsl_splat.app.config_cli import config_flags
+    from wgsl_splat.app.run_request import ResumeCheck
+    from wgsl_splat.errors import UserError
+    from wgsl_splat.training.config import make_config
+
+    flag = next(cf for cf in config_flags() if cf.name == "--validation-every-nth")
+    assert flag.sections == "adc or fast"
+    for strategy, other in (("adc", "fast"), ("fast", "adc")):
+        cfg = configured("--preset", "fast", "--strategy", strategy, "--validation-every-nth", "0")
+        assert options.get_path(cfg, f"{strategy}.validation_every_nth") == 0
+        assert options.get_path(cfg, f"{other}.validation_every_nth") == 10
+    with pytest.raises(click.UsageError, match="--validation-every-nth is an option of --strategy "
+                                               "adc or fast, and this run trains mcmc"):
+        configured("--preset", "fast", "--strategy", "mcmc", "--validation-every-nth", "0")
+    old = make_config("fast", "adc")
+    old.strategy_config.validation_every_nth = 0
+    ResumeCheck(config_flags={flag: 0}).check(old, {}, {})
+    with pytest.raises(UserError, match="--validation-every-nth 10 disagrees with the run being "
+                                        r"resumed \(0\)"):
+        ResumeCheck(config_flags={flag: 10}).check(old, {}, {})
+    with pytest.raises(UserError, match="is an option of --strategy adc or fast, and the run "
+                                        "being resumed trains mcmc"):
+        ResumeCheck(config_flags={flag: 0}).check(make_config("fast", "mcmc"), {}, {})
+
+
 def test_the_preset_help_says_the_steps_each_strategy_trains():
     """The help is computed from the presets: the steps of each preset under its own strategy and
     where another strategy's differ (not the old 'fast: 7k steps', wrong under --preset fast)."""

@@ -292,6 +292,7 @@ def test_a_full_disk_while_rendering_is_one_line(tmp_path, monkeypatch):
 @pytest.mark.parametrize("strategy, flags, flag, value, other", [
     ("mcmc", [], "--cap-max", "1000000", "9000"),
     ("fast", ["--resolution-schedule", "1@0"], "--budget", "0", "9000"),
+    ("fast", ["--resolution-schedule", "1@0"], "--validation-every-nth", "10", "0"),
 ])
 def test_a_strategys_flag_on_resume_is_checked_against_the_resumed_run(tmp_path, strategy, flags,
                                                                       flag, value, other):

@@ -7,6 +7,7 @@ is compared with the run's own configuration instead)."""
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 from dataclasses import dataclass
 
@@ -21,7 +22,29 @@ from .common import FiniteFloat
 @dataclass(frozen=True)
 class ConfigFlag:
     param: str            # click's parameter name
-    declared: Declared
+    declared: Declared    # its option (a shared one's: the first strategy's section)
+    shared: tuple[Declared, ...] = ()   # an option the strategies share: each section's
+
+    @property
+    def declarations(self) -> tuple[Declared, ...]:
+        return self.shared or (self.declared,)
+
+    @property
+    def name(self) -> str:
+        """The flag as messages name it (``--densify-from``)."""
+        return self.declared.option.flag.split("/")[0]
+
+    @property
+    def sections(self) -> str:
+        """The strategies whose sections have it: ``adc``, ``adc or fast``."""
+        return " or ".join(section_of(d) for d in self.declarations)
+
+    def path_for(self, strategy: str) -> str | None:
+        """The option it sets in a run of ``strategy`` (None: only other strategies have it)."""
+        for d in self.declarations:
+            if section_of(d) in (None, strategy):
+                return d.path
+        return None
 
 
 def _param_name(flag: str) -> str:
@@ -101,17 +124,30 @@ def section_of(d: Declared) -> str | None:
 
 
 def config_flags() -> list[ConfigFlag]:
-    """Every declared option with a command-line flag, in declaration order (names unique)."""
-    flags, seen = [], {}
+    """Every declared option with a command-line flag, in declaration order (names unique). An
+    option several strategies share with its flag (``split_clone_prune.shared_option``) is one
+    flag, setting the option of whichever strategy the run trains."""
+    flags: dict[str, ConfigFlag] = {}
     for d in options.walk(TrainConfig()):
         if d.option.flag is None:
             continue
         name = _param_name(d.option.flag)
-        if name in seen:
-            raise ValueError(f"flag {d.option.flag} is declared twice ({seen[name]} and {d.path})")
-        seen[name] = d.path
-        flags.append(ConfigFlag(name, d))
-    return flags
+        first = flags.get(name)
+        if first is None:
+            flags[name] = ConfigFlag(name, d)
+        elif _one_shared_option(first.declarations, d):
+            flags[name] = dataclasses.replace(first, shared=first.declarations + (d,))
+        else:
+            raise ValueError(f"flag {d.option.flag} is declared twice ({first.declared.path} and "
+                             f"{d.path})")
+    return list(flags.values())
+
+
+def _one_shared_option(declared: tuple[Declared, ...], d: Declared) -> bool:
+    """Whether ``d`` is the option ``declared`` are, in another strategy's section."""
+    sections = {section_of(x) for x in declared}
+    return (section_of(d) is not None and None not in sections and section_of(d) not in sections
+            and all(x.name == d.name and x.option == d.option for x in declared))
 
 
 def _click_type(d: Declared):
@@ -133,8 +169,7 @@ def add_config_flags(command):
     """Decorate a click command with every configuration flag (values None unless given)."""
     for cf in reversed(config_flags()):
         d, opt = cf.declared, cf.declared.option
-        section = section_of(d)
-        help_text = (f"{section}: " if section else "") + opt.help
+        help_text = (f"{cf.sections}: " if section_of(d) else "") + opt.help
         if d.path == "strategy":
             from ..strategy import STRATEGIES
 
@@ -182,13 +217,14 @@ def configure(preset: str, strategy: str | None, given: list[ConfigFlag], values
     the resumed run's own configuration instead (``ResumeCheck`` in :mod:`.train`)."""
     cfg = make_config(preset, strategy)
     for cf in sorted(given, key=lambda c: c.declared.path != "iters"):
-        section = section_of(cf.declared)
-        if section is not None and section != cfg.strategy and not resuming:
+        path = cf.path_for(cfg.strategy)
+        if path is None and not resuming:
             raise click.UsageError(f"{cf.declared.option.flag} is an option of --strategy "
-                                   f"{section}, and this run trains {cfg.strategy}")
+                                   f"{cf.sections}, and this run trains {cfg.strategy}")
+        path = path or cf.declared.path
         value = flag_value(cf, values[cf.param])
-        if cf.declared.path == "iters":
+        if path == "iters":
             cfg.with_iters(value)
-        elif cf.declared.path != "strategy":
-            options.set_path(cfg, cf.declared.path, value)
+        elif path != "strategy":
+            options.set_path(cfg, path, value)
     return cfg

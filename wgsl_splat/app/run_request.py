@@ -15,7 +15,7 @@ from ..data.exports import FORMAT_NAMES
 from ..errors import UserError
 from ..options import PRESET_NAMES
 from .common import ADAPTER, DEVICE
-from .config_cli import flag_value, preset_help, section_of
+from .config_cli import flag_value, preset_help
 from .flags import argument, flag, flags_of
 from .sfm import FRAMES, MAPPER, MATCHER, MAX_SIDE, SFM_SIDE
 from .web_viewer import HOST, PORT
@@ -144,15 +144,14 @@ class ResumeCheck:
             if rule == AGREE and old_run.get(key) != new_run.get(key):
                 self._refuse(label, new_run.get(key), old_run.get(key))
         for cf, raw in self.config_flags.items():
-            section = section_of(cf.declared)
-            if section is not None and section != old_cfg.strategy:
-                raise UserError(f"{cf.declared.option.flag.split('/')[0]} is an option of "
-                                f"--strategy {section}, and the run being resumed trains "
-                                f"{old_cfg.strategy}")
+            path = cf.path_for(old_cfg.strategy)
+            if path is None:
+                raise UserError(f"{cf.name} is an option of --strategy {cf.sections}, and the "
+                                f"run being resumed trains {old_cfg.strategy}")
             new = flag_value(cf, raw)
-            old = options.get_path(old_cfg, cf.declared.path)
+            old = options.get_path(old_cfg, path)
             if old != new:
-                self._refuse(cf.declared.option.flag.split("/")[0], raw, old)
+                self._refuse(cf.name, raw, old)
 
     def resumed_device(self, device: str, run: dict, echo) -> str:
         """The ``--device`` a resumed run continues on: the run's own unless given again."""

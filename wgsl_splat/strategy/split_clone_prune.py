@@ -57,7 +57,8 @@ class SplitClonePruneOptions:
     # growth_validation.py: the rule that ends densification early when it overfits
     validation_every_nth: int = option(
         10, "Withhold every Nth training view from the steps while densifying, and end "
-            "densification when their error rises (0: off).", minimum=0)
+            "densification when their error rises (0: off, 3DGS's densification).", minimum=0,
+        flag="--validation-every-nth")
     validation_interval: int = option(
         100, "Steps between the withheld views' evaluations while densifying.", minimum=1)
     validation_tolerance: float = option(
