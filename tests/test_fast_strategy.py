@@ -16,6 +16,7 @@ from test_trainer import run, tiny_config, tiny_dataset
 
 from wgsl_splat import options
 from wgsl_splat.app.cli import main
+from wgsl_splat.contract.error_maps import ErrorMaps
 from wgsl_splat.contract.state import HostArrays
 from wgsl_splat.contract.step import View
 from wgsl_splat.data.images import edge_pixels
@@ -29,7 +30,6 @@ from wgsl_splat.strategy.fast import (
     FastConfig,
     FastDecision,
     FastRound,
-    error_maps,
     parse_schedule,
 )
 from wgsl_splat.tools.random_scene import random_scene
@@ -50,39 +50,105 @@ def fast_arrays(rng, n) -> HostArrays:
 
 # -- observations -----------------------------------------------------------------------------------
 
+@pytest.mark.parametrize("kind", ["cpu", "gpu"])
 @pytest.mark.parametrize("seed", [11, 12])
-def test_an_observation_is_the_same_on_both_paths(gpu_ctx, seed):
+def test_an_observation_is_the_same_on_both_paths(gpu_ctx, seed, kind):
     """Per Gaussian and channel, Σ_p w_k(p)·α·T, added to what the statistics held (they start
-    from random values), with grad2d left zero for the next training step."""
+    from random values), with grad2d left zero for the next training step — in both layouts, with
+    the error maps computed on the device (against the view's resident image on a second
+    observation: no image given) and with a weight function on the host; a masked view too."""
+    from wgsl_splat.contract.losses import MASKED
+    from wgsl_splat.gpu.layout import Layout
+    from wgsl_splat.gpu.renderer import COUNTERS_BYTES
     from wgsl_splat.gpu.step import GpuTrainStep
 
     rng = np.random.default_rng(seed)
     model, cam = random_scene(rng, 300, 64, 48, sh_degree=3, dtype=np.float32)
     target = rng.uniform(0, 1, (cam.height, cam.width, 3)).astype(np.float32)
+    masked = rng.uniform(0, 1, target.shape).astype(np.float32)
+    masked[rng.uniform(size=target.shape[:2]) < 0.2] = MASKED
     a = HostArrays.fresh(model, Fast.statistics)
     for name in OBSERVED_STATS + ("grad_accum",):
         a.stats[name][:] = rng.uniform(0, 10, len(model))
-    cpu, gpu = CpuTrainStep(a), GpuTrainStep(gpu_ctx, a)
-    views = [View(cam, target), View(cam, rng.uniform(0, 1, target.shape).astype(np.float32))]
-    weights = error_maps(0.2)
-    want = cpu.observe(views, weights, OBSERVED_STATS, 2)
-    got = gpu.observe(views, weights, OBSERVED_STATS, 2)
-    for w, g in zip(want, got, strict=True):
-        np.testing.assert_allclose(g, w, atol=1e-5)
-    h, d = cpu.state.read_stats(), gpu.state.read_stats()
-    for name in FAST_STATS:
-        assert np.linalg.norm(d[name] - h[name]) <= 1e-5 * np.linalg.norm(h[name]), name
+    views = [View(cam, target, 0), View(cam, masked, 1)]
+    weights = ErrorMaps(0.2)
+    cpu = CpuTrainStep(a)
+    cpu.observe(views, weights, OBSERVED_STATS, 2)
+    h = cpu.state.read_stats()
     for name in OBSERVED_STATS:   # the views added something, to the statistics' earlier values
         assert np.all(h[name] >= a.stats[name]) and np.any(h[name] > a.stats[name] + 1), name
-    np.testing.assert_array_equal(h["grad_accum"], a.stats["grad_accum"])   # untouched
-    grad2d = gpu.pool.read_array("grad2d", np.float32, 12 * len(model))
-    assert not grad2d.any()
+    for on_host in (True, False):    # the device's last: it keeps the images resident
+        gpu = GpuTrainStep(gpu_ctx, a, layout=Layout.of(gpu_ctx, kind))
+        given = (lambda img, tgt: weights(img, tgt)) if on_host else weights
+        gpu.observe(views, given, OBSERVED_STATS, 2)
+        d = gpu.state.read_stats()
+        for name in FAST_STATS:
+            assert np.linalg.norm(d[name] - h[name]) <= 1e-5 * np.linalg.norm(h[name]), name
+        np.testing.assert_array_equal(d["grad_accum"], a.stats["grad_accum"])   # untouched
+        assert not gpu.pool.read_array("grad2d", np.float32, 12 * len(model)).any()
+    # the images are resident now: observed again without them, the sums double
+    assert all(gpu.holds_target(v.view_id) for v in views)
+    for given in (weights, lambda img, tgt: weights(img, tgt)):
+        before, read = gpu.state.read_stats(), gpu.counters["readback_bytes"]
+        gpu.observe([View(v.camera, None, v.view_id) for v in views], given, OBSERVED_STATS, 2)
+        if given is weights:   # on the device: each render's intersection count, no image
+            assert gpu.counters["readback_bytes"] - read <= len(views) * COUNTERS_BYTES
+        after = gpu.state.read_stats()
+        for name in OBSERVED_STATS:
+            np.testing.assert_allclose(after[name] - before[name], h[name] - a.stats[name],
+                                       rtol=1e-4, atol=1e-4)
     # one channel into one statistic, the others left alone
     before = gpu.state.read_stats()
     gpu.observe(views[:1], weights, ("fast_weight",), 2)
     after = gpu.state.read_stats()
     assert np.any(after["fast_weight"] > before["fast_weight"])
     np.testing.assert_array_equal(after["fast_err"], before["fast_err"])
+
+
+@pytest.mark.parametrize("size", [(7, 5), (64, 48), (1100, 1000)])
+def test_error_maps_on_the_device_match_the_numpy_ones(gpu_ctx, size):
+    """error_maps.wgsl against ErrorMaps: the error and the ones channel exactly (to rounding),
+    the high-error channel except where a pixel's normalised error sits on the threshold; a
+    masked target; one workgroup, several, and more workgroups than the range pass has threads
+    (1.1 MP); the output poisoned first. A view whose error is the same everywhere: none high."""
+    from wgsl_splat.contract.losses import MASKED
+    from wgsl_splat.gpu.device import Gpu
+    from wgsl_splat.gpu.error_maps import GpuErrorMaps
+
+    rng = np.random.default_rng()
+    w, h = size
+    image = rng.uniform(0, 1, (h, w, 3)).astype(np.float32)
+    target = rng.uniform(0, 1, (h, w, 3)).astype(np.float32)
+    target[rng.uniform(size=(h, w)) < 0.1] = MASKED
+    image[-1, -1], target[-1, -1] = 1.0, 0.0       # the range's top in the last workgroup
+    gpu = Gpu.of(gpu_ctx)
+    maps = GpuErrorMaps(gpu)
+    threshold = 0.3
+
+    def device_map(img, tgt):
+        for name, arr in (("em_image", img), ("em_target", tgt)):
+            gpu.pool.get(name, arr.nbytes)
+            gpu.pool.write(name, arr)
+        gpu.pool.get("em_out", img.nbytes)
+        gpu.pool.write("em_out", np.full(img.size, np.nan, np.float32))
+        enc = gpu_ctx.device.create_command_encoder()
+        cpass = enc.begin_compute_pass()
+        maps.encode(cpass, image="em_image", target="em_target", out="em_out", width=w, height=h,
+                    threshold=threshold)
+        cpass.end()
+        gpu_ctx.queue.submit([enc.finish()])
+        return gpu.pool.read_array("em_out", np.float32, img.size).reshape(img.shape)
+
+    got, want = device_map(image, target), ErrorMaps(threshold)(image, target)
+    np.testing.assert_allclose(got[..., 1], want[..., 1], rtol=1e-6, atol=1e-7)
+    assert np.all(got[..., 2] == 1)
+    e = want[..., 1]
+    lo, hi = e.min(), e.max()
+    on_threshold = np.abs((e - lo) - threshold * (hi - lo)) < 1e-6
+    assert np.array_equal(got[..., 0][~on_threshold], want[..., 0][~on_threshold])
+    assert 0 < want[..., 0].sum() < w * h
+    flat = device_map(image, image)
+    assert not flat[..., 0].any() and not flat[..., 1].any() and np.all(flat[..., 2] == 1)
 
 
 def test_replicas_observe_once_and_agree(gpu_ctx):
@@ -96,7 +162,7 @@ def test_replicas_observe_once_and_agree(gpu_ctx):
     target = rng.uniform(0, 1, (cam.height, cam.width, 3)).astype(np.float32)
     a = HostArrays.fresh(model, Fast.statistics)
     cpu = CpuTrainStep(a)
-    cpu.observe([View(cam, target)], error_maps(0.1), OBSERVED_STATS)
+    cpu.observe([View(cam, target)], ErrorMaps(0.1), OBSERVED_STATS)
     want = cpu.state.read_stats()
 
     class SecondRank(LocalReducer):       # what rank 1 of two sees: rank 0's values
@@ -108,7 +174,7 @@ def test_replicas_observe_once_and_agree(gpu_ctx):
 
     for reducer in (LocalReducer(), SecondRank()):
         step = ReplicatedStep([GpuTrainStep(gpu_ctx, a) for _ in range(2)], reducer)
-        step.observe([View(cam, target)], error_maps(0.1), OBSERVED_STATS)
+        step.observe([View(cam, target)], ErrorMaps(0.1), OBSERVED_STATS)
         first, second = (r.state.read_stats() for r in step.replicas)
         for k in OBSERVED_STATS:
             np.testing.assert_array_equal(first[k], second[k])
@@ -136,12 +202,12 @@ def test_error_maps():
     tgt[0, 0] = 1.0          # error 1 (the range's top)
     tgt[1, 1] = 0.15         # normalised 0.15: above 0.1
     tgt[2, 2] = 0.05         # below
-    w = error_maps(0.1)(img, tgt)
+    w = ErrorMaps(0.1)(img, tgt)
     assert w.shape == (4, 5, 3) and w.dtype == np.float32
     assert np.argwhere(w[..., 0]).tolist() == [[0, 0], [1, 1]]
     np.testing.assert_allclose(w[..., 1], np.abs(tgt).mean(axis=2))
     assert np.all(w[..., 2] == 1)
-    assert not error_maps(0.1)(img, img)[..., 0].any()      # a perfect render: nothing high
+    assert not ErrorMaps(0.1)(img, img)[..., 0].any()      # a perfect render: nothing high
 
 
 # -- the decision -------------------------------------------------------------------------------------
@@ -588,7 +654,7 @@ def test_a_downscaled_view_keeps_its_mask(monkeypatch):
     full, half = views.image(i), views.image(i, 2)
     assert np.all(full[5, 7] == MASKED) and np.sum(full < 0) == 3
     assert np.all(half[2, 3] == MASKED) and np.sum(half < 0) == 3
-    w = error_maps(0.1)(np.zeros_like(half), half)
+    w = ErrorMaps(0.1)(np.zeros_like(half), half)
     assert not w[2, 3, :2].any()
 
 

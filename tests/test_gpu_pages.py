@@ -175,8 +175,9 @@ def test_the_3d_filter_is_the_same_on_one_and_on_many_bindings(gpu_ctx, small_ct
 def test_a_view_observation_is_the_same_on_one_and_on_many_bindings(gpu_ctx, small_ctx):
     """The fast strategy's observation (observe.wgsl, once per page) adds the same α·T sums to the
     statistics of every page and leaves grad2d zero in both splat buffers."""
+    from wgsl_splat.contract.error_maps import ErrorMaps
     from wgsl_splat.contract.step import View
-    from wgsl_splat.strategy.fast import OBSERVED_STATS, Fast, error_maps
+    from wgsl_splat.strategy.fast import OBSERVED_STATS, Fast
 
     seed = fresh_seed()
     model, cam, target = scene(seed)
@@ -191,7 +192,7 @@ def test_a_view_observation_is_the_same_on_one_and_on_many_bindings(gpu_ctx, sma
     out = []
     for ctx in (gpu_ctx, small_ctx):
         step = GpuTrainStep(ctx, arrays, OptimConfig())
-        step.observe([View(cam, target)], error_maps(0.2), OBSERVED_STATS, 2)
+        step.observe([View(cam, target)], ErrorMaps(0.2), OBSERVED_STATS, 2)
         out.append(step.state.read_stats())
         for name in ("grad2d", "grad2d_hi"):
             if name in step.pool:

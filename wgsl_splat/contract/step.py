@@ -183,14 +183,16 @@ class TrainStep(ABC):
         self.state.clear_stats()
 
     def observe(self, views: list[View], weights, into: tuple[str, ...],
-                active_sh_degree: int | None = None) -> list[np.ndarray]:
+                active_sh_degree: int | None = None) -> None:
         """A view observation (no gradient, no update): render each view and add, for every
         Gaussian and every channel ``k < len(into)``, its blending weights α·T summed over the
         pixels, each pixel weighted by channel ``k`` of ``weights(image, target)`` (an
-        ``(H, W, 3)`` float32 map the caller computes on the host from the render and
-        ``view.target``, which must be given), to the statistic named ``into[k]`` (declared with
-        the observable ``observed``, :mod:`~wgsl_splat.contract.statistics`). This is the colour
-        part of the rasterisation backward pass with ``weights`` as dL/dimage. Returns the renders."""
+        ``(H, W, 3)`` float32 map of the render and the view's image), to the statistic named
+        ``into[k]`` (declared with the observable ``observed``,
+        :mod:`~wgsl_splat.contract.statistics`). This is the colour part of the rasterisation
+        backward pass with ``weights`` as dL/dimage. ``weights`` is a function on the host, or
+        :class:`~wgsl_splat.contract.error_maps.ErrorMaps`, which the GPU path computes on the
+        device (``view.target`` may then be None for a view the step holds)."""
         raise NotImplementedError(f"{type(self).__name__} cannot observe views")
 
     @abstractmethod

@@ -124,6 +124,7 @@ APPEARANCE = Kernel("appearance")
 POSE = Kernel("pose")
 # -- the step's other kernels (step.py, filter3d.py) ------------------------------------------------
 OBSERVE = Kernel("observe", constants=(("observe", _sets(COUNT=(1, 2, 3))),))
+ERROR_MAPS = Kernel("error_maps")
 FILTER3D = Kernel("filter3d", ("antialiased",), (("filter3d_pass", _sets(FINISH=(0, 1))),))
 # -- the state's row operations (state.py) ------------------------------------------------------------
 STATE_ROWS = Kernel("state_rows")
@@ -216,8 +217,8 @@ def declared_variants(statistics_sets=(STANDARD, ())) -> list[tuple[KernelVarian
     out = []
     configs = {mode: render_config(mode) for mode in RENDER_MODES}
     for kernel in (PROJECT, EMIT, SCAN, EMIT_SPLATS, SORTED_RANGES, PREFIX, BITONIC, LOSS_TERMS,
-                   ADAM, APPEARANCE, POSE, OBSERVE, FILTER3D, STATE_ROWS, OPACITY_RESET, RELOCATION,
-                   LIMITS, PRESENT):
+                   ADAM, APPEARANCE, POSE, OBSERVE, ERROR_MAPS, FILTER3D, STATE_ROWS,
+                   OPACITY_RESET, RELOCATION, LIMITS, PRESENT):
         out += [(kernel.variant(configs[mode]), True) for mode in kernel.modes]
     out += [(radix(bits), True) for bits in RADIX_BITS]
     out += [(loss(variant), True) for variant in ("tiled", "lines")]

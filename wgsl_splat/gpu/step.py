@@ -33,6 +33,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..camera import Camera
+from ..contract.error_maps import ErrorMaps
 from ..contract.losses import LossConfig
 from ..contract.optim import AdamState, OptimConfig
 from ..contract.state import HostArrays
@@ -44,6 +45,7 @@ from .adam import GpuAdam, ParamLayout
 from .appearance import GpuAppearance
 from .backward import GRAD2D_FLOATS, GpuBackward
 from .device import Gpu
+from .error_maps import GpuErrorMaps
 from .filter3d import Filter3D
 from .kernels import OBSERVE
 from .layout import Layout
@@ -132,6 +134,7 @@ class GpuTrainStep(TrainStep):
         self.overflowed_steps = 0
         self.max_intersections = 0
         self._observe = None          # observe.wgsl, compiled when a strategy first observes
+        self._error_maps = None       # error_maps.wgsl, likewise (the fast mode's weights)
         self._state = DeviceState(self, tuple(arrays.stats))
         self._state.upload(arrays)
 
@@ -522,10 +525,13 @@ class GpuTrainStep(TrainStep):
             errors.extend(float(v) for v in losses[:len(chunk), 1])
         return errors
 
-    def observe(self, views, weights, into, active_sh_degree=None) -> list[np.ndarray]:
-        """:meth:`TrainStep.observe` on the device: per view a forward render read back, the
-        weight map computed on the host and uploaded as dL/dimage, the rasterisation backward and
-        ``observe.wgsl`` (grad2d's colour part into the statistics' planes, grad2d cleared)."""
+    def observe(self, views, weights, into, active_sh_degree=None) -> None:
+        """:meth:`TrainStep.observe` on the device: per view a forward render (its 16-byte count
+        checked, so the image is whole), the weight map (:class:`ErrorMaps`: computed on the
+        device against the view's resident image, nothing read back; any other function: on
+        the host from the render read back, uploaded), the rasterisation backward with it as
+        dL/dimage and ``observe.wgsl`` (grad2d's colour part into the statistics' planes, grad2d
+        cleared)."""
         names = self._state.stat_names
         missing = [k for k in into if k not in names]
         if missing or not 1 <= len(into) <= 3:
@@ -535,20 +541,20 @@ class GpuTrainStep(TrainStep):
         if self._observe is None:
             self._observe = OBSERVE.variant().module(self.lib)
         module, r = self._observe, self.renderer
+        on_device = isinstance(weights, ErrorMaps)
+        if on_device and self._error_maps is None:
+            self._error_maps = GpuErrorMaps(self.gpu)
         block = module.workgroup_size("observe")[0]
-        images = []
+        self.targets.touch(views)
         for view in views:
-            image = r.render(view.camera, self.background, readback=True,
-                             active_sh_degree=active_sh_degree)
-            images.append(image)
+            image = r.render(view.camera, self.background, readback=not on_device,
+                             active_sh_degree=active_sh_degree, check=True)
             if not r.num:
                 continue
-            w = np.ascontiguousarray(weights(image, np.asarray(view.target, np.float32)),
-                                     np.float32)
-            if w.shape != image.shape:
-                raise ValueError(f"weights of shape {w.shape} for an image of {image.shape}")
-            self.pool.get("grad_image", w.nbytes)
-            self.pool.write("grad_image", w)
+            if on_device:
+                target = self.targets.resident(view.target, view.view_id)
+            else:
+                self._upload_weights(weights, image, view)
             dispatches = []        # once per page (gpu/pages.py): rows local to the page
             for page in r.pages:
                 groups = grid_2d(-(-page.count // block))
@@ -563,6 +569,10 @@ class GpuTrainStep(TrainStep):
             with self.ctx.guard("observing a view"):
                 enc = self.ctx.device.create_command_encoder(label="observe")
                 cpass = enc.begin_compute_pass(label="observe")
+                if on_device:
+                    self._error_maps.encode(cpass, image="image", target=target, out="grad_image",
+                                            width=r.width, height=r.height,
+                                            threshold=weights.threshold)
                 self.backward.encode_raster(cpass, "grad_image")
                 cpass.set_pipeline(module.pipeline("observe", {"COUNT": len(into)}))
                 for groups, entries in dispatches:
@@ -570,7 +580,19 @@ class GpuTrainStep(TrainStep):
                     cpass.dispatch_workgroups(*groups)
                 cpass.end()
                 self.ctx.queue.submit([enc.finish()])
-        return images
+
+    def _upload_weights(self, weights, image: np.ndarray, view) -> None:
+        """A weight map computed on the host from the render (the view's image read from the
+        device when it is resident there and not given), uploaded as dL/dimage."""
+        target = view.target
+        if target is None:
+            name = self.targets.resident(None, view.view_id)
+            target = self.pool.read_array(name, np.float32, image.size).reshape(image.shape)
+        w = np.ascontiguousarray(weights(image, np.asarray(target, np.float32)), np.float32)
+        if w.shape != image.shape:
+            raise ValueError(f"weights of shape {w.shape} for an image of {image.shape}")
+        self.pool.get("grad_image", w.nbytes)
+        self.pool.write("grad_image", w)
 
     def take_losses(self) -> list[float]:
         """Losses of the steps since the last call, in order (at most one blocking read)."""

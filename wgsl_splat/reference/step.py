@@ -135,13 +135,12 @@ class CpuTrainStep(TrainStep):
         out, self._losses = self._losses, []
         return out
 
-    def observe(self, views, weights, into, active_sh_degree=None) -> list[np.ndarray]:
+    def observe(self, views, weights, into, active_sh_degree=None) -> None:
         from . import render
         from .raster import rasterize_backward
 
         a = self._state.arrays
         planes = [a.stats[name] for name in into]
-        images = []
         for view in views:
             out = render(a.model, view.camera, self.background, active_sh_degree=active_sh_degree,
                          config=self.render_config, filter_3d=self._state.filter_3d)
@@ -149,8 +148,6 @@ class CpuTrainStep(TrainStep):
             screen = rasterize_backward(out.proj, out.raster, w)
             for k, plane in enumerate(planes):
                 plane += screen.colors[:, k].astype(np.float32)
-            images.append(out.image)
-        return images
 
     def get_model(self) -> GaussianModel:
         return self._state.arrays.model.copy()

@@ -10,7 +10,8 @@ A round (every ``every`` steps from ``start`` to ``stop``):
 
 1. observe ``views`` training views drawn for the round at the current resolution
    (:meth:`~wgsl_splat.contract.step.TrainStep.observe`): per view the render's error map
-   ``e = mean_c |render − image|``, min-max normalised as FastGS does; per Gaussian the blending
+   ``e = mean_c |render − image|``, min-max normalised as FastGS does
+   (:class:`~wgsl_splat.contract.error_maps.ErrorMaps`: on the device, on the GPU path); per Gaussian the blending
    weights α·T summed over the high-error pixels (normalised error above ``error_threshold``),
    weighted by ``e``, and over all pixels — the statistics ``fast_err_pixels``, ``fast_err`` and
    ``fast_weight``;
@@ -41,6 +42,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from ..contract.error_maps import ErrorMaps
 from ..contract.rows import OFF
 from ..contract.state import Decided, HostArrays, TrainState, wgsl_beside
 from ..contract.statistics import DENOM, GRAD_ACCUM, OBSERVED, Statistic, mean_gradient
@@ -193,17 +195,6 @@ class FastDecision(SplitCloneDecision):
         return Decided(keep, clone, split, cost.astype(np.int64), counts, st["fast_err"])
 
 
-def error_maps(threshold: float):
-    """The per-pixel weights a round observes a view with (channels: high error, error, 1)."""
-    def weights(image: np.ndarray, target: np.ndarray) -> np.ndarray:
-        e = np.abs(np.asarray(image, np.float32) - target).mean(axis=2)
-        e[(target < 0).any(axis=2)] = 0.0      # masked pixels (reference/loss.py MASKED)
-        lo, hi = float(e.min()), float(e.max())
-        high = (e - lo) > threshold * (hi - lo) if hi > lo else np.zeros(e.shape, bool)
-        return np.stack([high.astype(np.float32), e, np.ones_like(e)], axis=2)
-    return weights
-
-
 @register_strategy
 class Fast(Strategy):
     """Fast mode: a budget reached on a schedule, growth where several views see error, a
@@ -231,7 +222,7 @@ class Fast(Strategy):
     @classmethod
     def exercise_kernels(cls, step, view) -> None:
         for k in (1, 2, 3):            # observe.wgsl's channel counts
-            step.observe([view], error_maps(0.1), OBSERVED_STATS[:k])
+            step.observe([view], ErrorMaps(0.1), OBSERVED_STATS[:k])
         rnd = FastRound(grad_threshold=2e-4, clone_max_scale=0.02, split_samples=2,
                         split_scale_div=1.6, min_opacity=0.005, max_world_scale=0.5, err_min=1.0,
                         weight_min=0.5, key=3)
@@ -314,7 +305,7 @@ class Fast(Strategy):
         # the same views on both paths and on resume: a function of (seed, step)
         pick = np.random.default_rng([self.ctx.seed, iteration]).permutation(len(ids))[:k]
         chosen = [ids[j] for j in sorted(pick)]
-        views.observe(chosen, error_maps(self.config.error_threshold), OBSERVED_STATS,
+        views.observe(chosen, ErrorMaps(self.config.error_threshold), OBSERVED_STATS,
                       iteration, self.resolution(iteration))
         return k
 

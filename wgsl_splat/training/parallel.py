@@ -264,7 +264,7 @@ class ReplicatedStep(TrainStep):
         every replica takes global replica 0's result (through the reduction: the others add
         zeros), so that all decide alike (a device's atomic sums have no fixed order)."""
         first = self.replicas[0]
-        images = first.observe(views, weights, into, active_sh_degree)
+        first.observe(views, weights, into, active_sh_degree)
         stats = first.state.read_stats()
         mine = np.concatenate([stats[k] for k in into]).astype(np.float32)
         if self.offset:
@@ -276,7 +276,6 @@ class ReplicatedStep(TrainStep):
             for j, k in enumerate(into):
                 arrays.stats[k] = np.asarray(total[j * n:(j + 1) * n], np.float32).copy()
             r.state.upload(arrays)
-        return images
 
     def take_losses(self) -> list[float]:
         """This process's views' losses (every replica's, replica by replica)."""

@@ -65,12 +65,13 @@ class TrainingViews:
         return View(self.camera(i, factor), target, key)
 
     def observe(self, ids, weights, into: tuple[str, ...], iteration: int,
-                factor: int = 1) -> list[np.ndarray]:
+                factor: int = 1) -> None:
         """Observe views ``ids`` at ``factor`` with the SH degree of step ``iteration``
         (:meth:`TrainStep.observe`: ``weights(image, target)`` per view, its blending-weight
-        sums into the statistics ``into``); returns the renders."""
-        views = [View(self.camera(i, factor), self.image(i, factor), None) for i in ids]
-        return self.step.observe(views, weights, into, self.active_sh_degree(iteration))
+        sums into the statistics ``into``), each view's image the one the steps train on (the
+        step's own where it holds it)."""
+        views = [self.view(i, factor) for i in ids]
+        self.step.observe(views, weights, into, self.active_sh_degree(iteration))
 
     def errors(self, ids, iteration: int) -> list[float]:
         """Views ``ids``' L1 term of the loss at the training resolution, rendered with the SH
