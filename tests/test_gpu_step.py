@@ -353,10 +353,11 @@ def test_no_readback_or_allocation_inside_steps(gpu_ctx, kind):
 @pytest.mark.parametrize("kind", ["cpu", "gpu"])
 def test_view_errors_on_the_device_match_the_reference(gpu_ctx, kind):
     """The growth validation's measure (``view_errors``): each view's L1 term of the loss,
-    computed on the device against its resident image, only the numbers read back. Five views
-    over a ring of two slots (three chunks), a masked target, a second image size, intersections
-    past the capacity (the chunk is rendered again, grown); the ring is poisoned first, so a slot
-    the device did not write shows, and a second call, the images now resident, agrees."""
+    summed on the device against its resident image (error_maps.wgsl), only the numbers read
+    back. Five views over a ring of two slots (three chunks), a masked target, a second image
+    size, intersections past the capacity (the chunk is rendered again, grown); the ring is
+    poisoned first, so a slot the device did not write shows, and a second call, the images now
+    resident, agrees. The loss kernel's L1 of the same render is the same number."""
     from wgsl_splat.contract.losses import MASKED, l1_term
     from wgsl_splat.contract.step import View
 
@@ -373,7 +374,8 @@ def test_view_errors_on_the_device_match_the_reference(gpu_ctx, kind):
     step = GpuTrainStep(gpu_ctx, model, OptimConfig(), history=2, layout=Layout.of(gpu_ctx, kind))
     step.renderer._set_capacity(1024)       # the least; the tiny view's step needs less
     step.step(tiny, np.zeros((tiny.height, tiny.width, 3), np.float32), view_id=9)   # pending
-    step.pool.write(step.loss.n_result, np.full(4 * step.history, np.nan, np.float32))
+    step.pool.get("view_errors", 16 * step.history)
+    step.pool.write("view_errors", np.full(4 * step.history, np.nan, np.float32))
     before, redos = dict(step.counters), step.renderer.redos
     errors = step.view_errors(views)
     assert step.renderer.redos > redos and step.renderer.capacity > 1024, "the views overflowed"
@@ -386,6 +388,8 @@ def test_view_errors_on_the_device_match_the_reference(gpu_ctx, kind):
     on_host = [l1_term(step.render(v.camera), v.target) for v in views]
     np.testing.assert_allclose(errors, on_host, rtol=1e-5, err_msg=f"seed {seed}")
     assert len(step.take_losses()) == 1, "the training step's loss is kept"
+    loss_l1 = step.loss.compute(step.render(cam), target)[2]["l1"]
+    np.testing.assert_allclose(errors[0], loss_l1, rtol=1e-5)
     held = [View(v.camera, None, v.view_id) for v in views if step.holds_target(v.view_id)]
     assert len(held) == len(views)
     np.testing.assert_allclose(step.view_errors(held), errors, rtol=1e-6)

@@ -1,7 +1,10 @@
 """The fast mode's observation weights on the device (:class:`~wgsl_splat.contract.error_maps.ErrorMaps`,
 ``shaders/error_maps.wgsl``): three dispatches into the caller's open compute pass turn the
 rendered image and a view's resident image into the weight map the rasterisation backward pass
-reads as dL/dimage, so that a view observation reads no image back and uploads none."""
+reads as dL/dimage, so that a view observation reads no image back and uploads none. The first
+two alone leave the image's (lowest, highest, summed) per-pixel error in 16 bytes on the device
+(:attr:`GpuErrorMaps.total`): the sum over the pixels is the loss's L1 term (a masked channel
+counting zero) times the pixels, what the growth validation reads."""
 
 from __future__ import annotations
 
@@ -27,22 +30,28 @@ class GpuErrorMaps:
         self.pool.get("error_map_params", 256, buffer_usage(*UNIFORM_USAGE))
 
     def encode(self, cpass, *, image: str, target: str, out: str, width: int, height: int,
-               threshold: float) -> None:
+               threshold: float = 0.0, weights: bool = True) -> None:
         """Record the weight map of ``image`` against ``target`` into ``out`` (pool buffers of
-        ``height × width × 3`` floats; ``out`` is sized here). The uniform is written now: one
-        map per submit."""
+        ``height × width × 3`` floats; ``out`` is sized here); ``weights=False``: only the error
+        (``out``'s middle channel) and its :attr:`total`. The uniform is written now: one map
+        per submit."""
         pixels = int(width) * int(height)
         groups = -(-pixels // PIXELS_PER_GROUP)
         if not 0 < groups <= MAX_GROUPS:
             raise ValueError(f"an error map of {width}x{height} pixels is beyond one dispatch")
         self.pool.get(out, 12 * pixels)
-        self.pool.get("error_ranges", 8 * (groups + 1))
+        self.pool.get("error_ranges", 16 * (groups + 1))
         u = np.zeros(1, self._dtype)
         u["pixels"], u["groups"], u["threshold"] = pixels, groups, threshold
         self.pool.write("error_map_params", u)
         cpass.set_bind_group(0, self.pool.bind_group(self.module, 0, {
             "ep": "error_map_params", "image": image, "target_img": target, "wmap": out,
             "ranges": "error_ranges"}))
-        for pipe, grid in zip(self._pipelines, (groups, 1, groups)):
+        grids = (groups, 1, groups) if weights else (groups, 1)
+        for pipe, grid in zip(self._pipelines, grids):
             cpass.set_pipeline(pipe)
             cpass.dispatch_workgroups(grid, 1, 1)
+        self.total = ("error_ranges", 16 * groups)
+
+    #: after :meth:`encode`: (pool buffer, byte offset) of the image's (lo, hi, sum, 0) float32
+    total: tuple[str, int] = ("error_ranges", 0)

@@ -488,16 +488,21 @@ class GpuTrainStep(TrainStep):
         return losses, counts
 
     def view_errors(self, views, active_sh_degree=None) -> list[float]:
-        """:meth:`TrainStep.view_errors` on the device: per view a forward render and the loss
-        against its resident image (uploaded once, as a training view's), the L1 of up to
-        ``history`` views read back together with their intersection counts; no image comes
-        back. A view whose intersections overflowed is rendered again with grown buffers."""
-        self.take_losses_into_buffer()     # the views use the rings' slots from 0
-        r, errors = self.renderer, []
+        """:meth:`TrainStep.view_errors` on the device: per view a forward render and its error
+        against the view's resident image (uploaded once, as a training view's), summed on the
+        device (``error_maps.wgsl``'s first two passes); the sums of up to ``history`` views are
+        read back at once with their intersection counts, no image. A view whose intersections
+        overflowed is rendered again with grown buffers."""
+        self.take_losses_into_buffer()     # the views use the count ring's slots from 0
+        if self._error_maps is None:
+            self._error_maps = GpuErrorMaps(self.gpu)
+        maps, r, errors = self._error_maps, self.renderer, []
+        self.pool.get("view_errors", 16 * self.history)
         for first in range(0, len(views), self.history):
             chunk = views[first:first + self.history]
             self.targets.touch(chunk)
             for _attempt in range(3):
+                pixels = []
                 for slot, view in enumerate(chunk):
                     self._begin(view.camera, active_sh_degree)
                     target = self.targets.resident(view.target, view.view_id)
@@ -505,25 +510,46 @@ class GpuTrainStep(TrainStep):
                         enc = self.ctx.device.create_command_encoder(label="view error")
                         cpass = enc.begin_compute_pass(label="view error")
                         r.encode_forward(cpass)
-                        self.loss.encode(cpass, image="image", target=target, grad="grad_image",
-                                         slot=slot)
+                        maps.encode(cpass, image="image", target=target, out="grad_image",
+                                    width=r.width, height=r.height, weights=False)
                         cpass.end()
-                        enc.copy_buffer_to_buffer(self.pool["counters"], 0, self.pool["step_counts"],
+                        name, offset = maps.total
+                        enc.copy_buffer_to_buffer(self.pool[name], offset,
+                                                  self.pool["view_errors"], 16 * slot, 16)
+                        enc.copy_buffer_to_buffer(self.pool["counters"], 0,
+                                                  self.pool["step_counts"],
                                                   COUNTERS_BYTES * slot, COUNTERS_BYTES)
                         self.ctx.queue.submit([enc.finish()])
-                losses, counts = self._read_rings("reading the views' errors back")
-                totals = counts[:len(chunk), 0].astype(np.int64)
-                r.emission_disagreements += int(counts[:len(chunk), 2].astype(np.int64).sum())
-                most = int(totals.max(initial=0))
+                    pixels.append(r.width * r.height)
+                totals, counts = self._read_view_errors(len(chunk))
+                reached = counts[:, 0].astype(np.int64)
+                r.emission_disagreements += int(counts[:, 2].astype(np.int64).sum())
+                most = int(reached.max(initial=0))
                 if most <= r.capacity:
                     break
                 if r.capacity >= r.max_capacity:   # no growing past one binding: drawn clipped
-                    r.note_clipped(int(np.sum(totals > r.capacity)), most)
+                    r.note_clipped(int(np.sum(reached > r.capacity)), most)
                     break
                 r.ensure_capacity(most)
                 r.redos += 1
-            errors.extend(float(v) for v in losses[:len(chunk), 1])
+            # the summed per-pixel error (the channels' mean) over the pixels: the L1 term
+            errors.extend(float(t) / p for t, p in zip(totals[:, 2], pixels))
         return errors
+
+    def _read_view_errors(self, count: int) -> tuple[np.ndarray, np.ndarray]:
+        """The first ``count`` slots of the view errors' ring ``(count, 4)`` and of the count ring
+        ``(count, COUNTERS_BYTES // 4)``, in one blocking read."""
+        err_bytes, count_bytes = 16 * count, COUNTERS_BYTES * count
+        with self.ctx.guard("reading the views' errors back"):
+            staging = self.pool.staging(err_bytes + count_bytes)
+            enc = self.ctx.device.create_command_encoder(label="read view errors")
+            enc.copy_buffer_to_buffer(self.pool["view_errors"], 0, staging, 0, err_bytes)
+            enc.copy_buffer_to_buffer(self.pool["step_counts"], 0, staging, err_bytes, count_bytes)
+            self.ctx.queue.submit([enc.finish()])
+            data = self.pool.map_staging(err_bytes + count_bytes)
+        totals = np.frombuffer(data, np.float32, 4 * count).reshape(count, 4)
+        counts = np.frombuffer(data, np.uint32, count_bytes // 4, err_bytes).reshape(count, -1)
+        return totals, counts
 
     def observe(self, views, weights, into, active_sh_degree=None) -> None:
         """:meth:`TrainStep.observe` on the device: per view a forward render (its 16-byte count
