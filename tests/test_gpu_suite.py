@@ -31,12 +31,13 @@ def test_dry_run_writes_the_json_the_rows_and_the_docs_block(tmp_path, lego_dir,
     docs = tmp_path / "benchmarks.md"
     docs.write_text(f"# head\n\n{suite.BEGIN}\nold rows\n{suite.END}\n\ntail\n")
     out = tmp_path / "suite.json"
-    rc = suite.main(["--dry-run", "--only", "checks,lego,step_1m", "--out", str(out), "--data-dir",
+    rc = suite.main(["--dry-run", "--only", "checks,lego,step_1m,observe", "--out", str(out),
+                     "--data-dir",
                      str(lego_dir.parent), "--work", str(tmp_path / "work"),
                      "--update-docs", str(docs)])
     report = json.loads(out.read_text())
     assert rc == 0, json.dumps(report, indent=1)[-3000:]
-    assert report["dry_run"] and set(report["results"]) == {"checks", "lego", "step_1m"}
+    assert report["dry_run"] and set(report["results"]) == {"checks", "lego", "step_1m", "observe"}
     lego, step = report["results"]["lego"], report["results"]["step_1m"]
     checks = report["results"]["checks"]
     assert checks["ok"] and checks["passed"] >= 4 and checks["failed"] == 0, checks
@@ -47,7 +48,14 @@ def test_dry_run_writes_the_json_the_rows_and_the_docs_block(tmp_path, lego_dir,
     assert step["ok"] and step["n"] == 2000 and step["step_ms"] > 0
     assert {"params", "adam_m"} <= {name for name, _ in step["memory"]}
     assert report["machine"]["adapter"]
+    observed = report["results"]["observe"]
+    assert observed["ok"] and observed["n"] == 2000 and observed["views"] == 2, observed
+    assert set(observed["median_ms"]) == {"observe, host", "observe, device", "validation, host",
+                                          "validation, device"}
+    assert observed["readback_bytes"]["observe, host"] >= 2 * 96 * 54 * 12   # the images
+    assert observed["readback_bytes"]["observe, device"] < 1024              # the counts only
     rows = out.with_suffix(".md").read_text()
+    assert "| observe, device | " in rows
     assert "| lego | 20 | " in rows and "| step_1m | 2000 | 96x54 |" in rows
     assert "Checks on the device (both layouts, sentinel tails): " in rows
     assert "| stage of the 1 M / 1080p step | ms | share | msplat on an M4 |" in rows
