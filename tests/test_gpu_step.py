@@ -395,6 +395,28 @@ def test_view_errors_on_the_device_match_the_reference(gpu_ctx, kind):
     np.testing.assert_allclose(step.view_errors(held), errors, rtol=1e-6)
 
 
+def test_a_batch_keeps_its_resident_images_when_the_cache_is_full(gpu_ctx):
+    """Views passed without their images (the step holds them) stay resident while a view of
+    the same batch is uploaded into a full cache: it goes to the scratch buffer instead of
+    evicting them (before, the first upload evicted the least recently used, and the batch's
+    next view was no longer there)."""
+    from wgsl_splat.contract.step import View
+
+    model, cam, target = make_problem(fresh_seed(), 100, 40, 30)
+    images = [target, np.clip(target + 0.1, 0, 1), np.clip(target - 0.1, 0, 1)]
+    step = GpuTrainStep(gpu_ctx, model, OptimConfig(), target_cache_bytes=2 * target.nbytes)
+    for k in (0, 1):
+        step.step(cam, images[k], view_id=k)
+    assert step.holds_target(0) and step.holds_target(1)
+    step.step_batch([View(cam, None, 0), View(cam, images[2], 2), View(cam, None, 1)])
+    assert step.holds_target(0) and step.holds_target(1) and not step.holds_target(2)
+    errors = step.view_errors([View(cam, None, 1), View(cam, images[2], 2), View(cam, None, 0)])
+    assert len(errors) == 3 and np.all(np.isfinite(errors))
+    step.step(cam, images[2], view_id=2)      # a batch of its own: the least recently used goes
+    assert step.holds_target(2) and step.holds_target(0) != step.holds_target(1)
+    assert len(step.take_losses()) == 6
+
+
 def test_more_steps_than_the_ring_read_once_per_ring(gpu_ctx):
     model, cam, target = make_problem(fresh_seed(), 50, 32, 32)
     step = GpuTrainStep(gpu_ctx, model, OptimConfig(), history=8)

@@ -3,7 +3,8 @@
 A view's image is uploaded once and kept (``target_<id>``) while the cache's room allows: its
 configured limit, within what the memory budget leaves (:meth:`MemoryPlan.cache_budget`). The
 least recently used image leaves first; an image without a view id, or one larger than the room,
-goes to a scratch buffer and evicts every resident one (memory is short then).
+goes to a scratch buffer and evicts every resident one (memory is short then) but the current
+batch's (:meth:`TargetCache.touch`): the caller passed those without their images.
 """
 
 from __future__ import annotations
@@ -22,16 +23,18 @@ class TargetCache:
         self.limit = int(limit)
         self._entries: OrderedDict = OrderedDict()   # view id -> (pool name, nbytes)
         self.bytes = 0
+        self._batch: frozenset = frozenset()         # the ids the last touch() kept
 
     def holds(self, view_id) -> bool:
         return view_id is not None and view_id in self._entries
 
     def touch(self, views) -> None:
-        """Mark the batch's resident images most recently used, so that uploading one view of the
-        batch never evicts another (the caller passed None for those)."""
-        for view in views:
-            if view.view_id is not None and view.view_id in self._entries:
-                self._entries.move_to_end(view.view_id)
+        """Mark the batch's resident images most recently used and keep them until the next
+        batch, so that uploading one view of the batch never evicts another (the caller passed
+        None for those)."""
+        self._batch = frozenset(v.view_id for v in views if v.view_id in self._entries)
+        for view_id in self._batch:
+            self._entries.move_to_end(view_id)
 
     def resident(self, target: np.ndarray | None, view_id) -> str:
         """The pool name of view ``view_id``'s image, uploading ``target`` when it is not
@@ -47,18 +50,25 @@ class TargetCache:
             raise ValueError(f"target must be (H, W, 3), got {img.shape}")
         room = self.plan.cache_budget(self.limit, self.bytes)
         if view_id is None or img.nbytes > room:
-            while self._entries:      # memory is short: no resident image stays
-                self._evict()
+            while self._evict():      # memory is short: no resident image stays (but the batch's)
+                pass
             return self.loss.upload_target(img, "target_scratch")
-        while self._entries and self.bytes + img.nbytes > room:
-            self._evict()
+        while self.bytes + img.nbytes > room and self._evict():
+            pass
+        if self.bytes + img.nbytes > room:   # the batch's own images fill the room
+            return self.loss.upload_target(img, "target_scratch")
         name = f"target_{view_id}"
         self.loss.upload_target(img, name)
         self._entries[view_id] = (name, img.nbytes)
         self.bytes += img.nbytes
         return name
 
-    def _evict(self) -> None:
-        _, (old, nbytes) = self._entries.popitem(last=False)
+    def _evict(self) -> bool:
+        """Free the least recently used image outside the batch; False when there is none."""
+        victim = next((k for k in self._entries if k not in self._batch), None)
+        if victim is None:
+            return False
+        old, nbytes = self._entries.pop(victim)
         self.pool.free(old)
         self.bytes -= nbytes
+        return True
