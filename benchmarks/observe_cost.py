@@ -7,9 +7,9 @@ map or the L1 computed with NumPy, the map uploaded) and on the device (``ErrorM
     python benchmarks/observe_cost.py [--size 800x800] [-n 200000] [--views 10] [--pairs 5]
 
 A random scene of ``-n`` Gaussians seen by one camera; the views' images are random and resident
-on the device. The host variant here does not decode the views' images from disk, which the
-training loop's did: its figures are a lower bound. Prints medians (ms per round) and the bytes
-read back per round.
+on the device. The host variant here is given the images as float arrays, which the training
+loop converted again from the dataset's 8-bit copy (or decoded from disk beyond its budget): its
+figures are a lower bound. Prints medians (ms per round) and the bytes read back per round.
 """
 
 from __future__ import annotations
