@@ -14,6 +14,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from .losses import pixel_errors
+
 
 @dataclass(frozen=True)
 class ErrorMaps:
@@ -22,9 +24,7 @@ class ErrorMaps:
     threshold: float
 
     def __call__(self, image: np.ndarray, target: np.ndarray) -> np.ndarray:
-        target = np.asarray(target, np.float32)
-        e = np.abs(np.asarray(image, np.float32) - target).mean(axis=2)
-        e[(target < 0).any(axis=2)] = 0.0      # masked pixels (contract.losses.MASKED)
+        e = pixel_errors(np.asarray(image, np.float32), np.asarray(target, np.float32))
         lo, hi = float(e.min()), float(e.max())
         high = (e - lo) > self.threshold * (hi - lo) if hi > lo else np.zeros(e.shape, bool)
         return np.stack([high.astype(np.float32), e, np.ones_like(e)], axis=2)

@@ -89,12 +89,20 @@ def masked_target(image: np.ndarray, mask: np.ndarray | None) -> np.ndarray:
     return out
 
 
+def pixel_errors(image: np.ndarray, target: np.ndarray) -> np.ndarray:
+    """Each pixel's error ``mean_c |image − target|`` (H, W), 0 where the target is masked, in
+    the inputs' precision: the fast mode's error maps (:mod:`~wgsl_splat.contract.error_maps`)
+    and, averaged, the loss's L1 term (:func:`l1_term`); ``error_maps.wgsl`` on the device."""
+    e = np.abs(image - target).mean(axis=2)
+    e[(target < 0).any(axis=2)] = 0.0
+    return e
+
+
 def l1_term(image: np.ndarray, target: np.ndarray) -> float:
     """The loss's L1 term of ``image`` against ``target`` (both paths' loss): the mean absolute
-    error over every pixel channel, a masked channel (target below zero) counting as zero."""
-    img = np.asarray(image, np.float64)
+    error over every pixel channel, a masked pixel counting as zero."""
     gt = np.asarray(target, np.float64)
-    return float(np.mean(np.abs(np.where(gt >= 0, img - gt, 0.0)))) if gt.size else 0.0
+    return float(pixel_errors(np.asarray(image, np.float64), gt).mean()) if gt.size else 0.0
 
 
 def _sigmoid_term(x):

@@ -454,7 +454,8 @@ class GpuTrainStep(TrainStep):
         count = self._pending
         first = (self._next_slot - count) % self.history
         slots = [(first + j) % self.history for j in range(count)]
-        losses, counts = self._read_rings("reading the step losses back")
+        losses, counts = self._read_rings("reading the step losses back", self.loss.n_result,
+                                          self.history)
         self._losses.extend(float(losses[s, 0]) for s in slots)
         totals = counts[slots, 0].astype(np.int64)
         self.max_intersections = max(self.max_intersections, int(totals.max()))
@@ -468,24 +469,31 @@ class GpuTrainStep(TrainStep):
             self.renderer.ensure_capacity(int(totals.max() * 1.25))
         self._pending = 0
 
-    def _read_rings(self, what: str) -> tuple[np.ndarray, np.ndarray]:
-        """Both rings in one blocking read: the loss results ``(history, 4)`` (loss, L1, SSIM,
-        1-SSIM) and the intersection counters ``(history, COUNTERS_BYTES // 4)`` per slot."""
-        loss_bytes = RESULT_BYTES * self.history
+    def _read_rings(self, what: str, results: str, count: int) -> tuple[np.ndarray, np.ndarray]:
+        """The first ``count`` slots of a results ring (pool buffer ``results``, 16 bytes a slot:
+        the loss's (loss, L1, SSIM, 1-SSIM), or a view's error (lo, hi, sum, 0)) and of the
+        intersection counters' ring, in one blocking read: ``(count, 4)`` floats and
+        ``(count, COUNTERS_BYTES // 4)`` counts."""
+        res_bytes, count_bytes = RESULT_BYTES * count, COUNTERS_BYTES * count
         t = time.perf_counter()
         with self.ctx.guard(what):
-            staging = self.pool.staging(loss_bytes + COUNTERS_BYTES * self.history)
+            staging = self.pool.staging(res_bytes + count_bytes)
             enc = self.ctx.device.create_command_encoder(label="read rings")
-            enc.copy_buffer_to_buffer(self.pool[self.loss.n_result], 0, staging, 0, loss_bytes)
-            enc.copy_buffer_to_buffer(self.pool["step_counts"], 0, staging, loss_bytes,
-                                      COUNTERS_BYTES * self.history)
+            enc.copy_buffer_to_buffer(self.pool[results], 0, staging, 0, res_bytes)
+            enc.copy_buffer_to_buffer(self.pool["step_counts"], 0, staging, res_bytes, count_bytes)
             self.ctx.queue.submit([enc.finish()])
-            data = self.pool.map_staging(loss_bytes + COUNTERS_BYTES * self.history)
+            data = self.pool.map_staging(res_bytes + count_bytes)
         self.blocked_seconds += time.perf_counter() - t
-        losses = np.frombuffer(data, np.float32, 4 * self.history).reshape(self.history, 4)
-        counts = np.frombuffer(data, np.uint32, COUNTERS_BYTES // 4 * self.history,
-                               loss_bytes).reshape(self.history, -1)
-        return losses, counts
+        values = np.frombuffer(data, np.float32, 4 * count).reshape(count, 4)
+        counts = np.frombuffer(data, np.uint32, count_bytes // 4, res_bytes).reshape(count, -1)
+        return values, counts
+
+    @property
+    def error_maps(self) -> GpuErrorMaps:
+        """error_maps.wgsl, compiled when first used (observations, the views' errors)."""
+        if self._error_maps is None:
+            self._error_maps = GpuErrorMaps(self.gpu)
+        return self._error_maps
 
     def view_errors(self, views, active_sh_degree=None) -> list[float]:
         """:meth:`TrainStep.view_errors` on the device: per view a forward render and its error
@@ -494,10 +502,8 @@ class GpuTrainStep(TrainStep):
         read back at once with their intersection counts, no image. A view whose intersections
         overflowed is rendered again with grown buffers."""
         self.take_losses_into_buffer()     # the views use the count ring's slots from 0
-        if self._error_maps is None:
-            self._error_maps = GpuErrorMaps(self.gpu)
-        maps, r, errors = self._error_maps, self.renderer, []
-        self.pool.get("view_errors", 16 * self.history)
+        maps, r, errors = self.error_maps, self.renderer, []
+        self.pool.get("view_errors", RESULT_BYTES * self.history)
         for first in range(0, len(views), self.history):
             chunk = views[first:first + self.history]
             self.targets.touch(chunk)
@@ -515,13 +521,15 @@ class GpuTrainStep(TrainStep):
                         cpass.end()
                         name, offset = maps.total
                         enc.copy_buffer_to_buffer(self.pool[name], offset,
-                                                  self.pool["view_errors"], 16 * slot, 16)
+                                                  self.pool["view_errors"], RESULT_BYTES * slot,
+                                                  RESULT_BYTES)
                         enc.copy_buffer_to_buffer(self.pool["counters"], 0,
                                                   self.pool["step_counts"],
                                                   COUNTERS_BYTES * slot, COUNTERS_BYTES)
                         self.ctx.queue.submit([enc.finish()])
                     pixels.append(r.width * r.height)
-                totals, counts = self._read_view_errors(len(chunk))
+                totals, counts = self._read_rings("reading the views' errors back",
+                                                  "view_errors", len(chunk))
                 reached = counts[:, 0].astype(np.int64)
                 r.emission_disagreements += int(counts[:, 2].astype(np.int64).sum())
                 most = int(reached.max(initial=0))
@@ -535,21 +543,6 @@ class GpuTrainStep(TrainStep):
             # the summed per-pixel error (the channels' mean) over the pixels: the L1 term
             errors.extend(float(t) / p for t, p in zip(totals[:, 2], pixels))
         return errors
-
-    def _read_view_errors(self, count: int) -> tuple[np.ndarray, np.ndarray]:
-        """The first ``count`` slots of the view errors' ring ``(count, 4)`` and of the count ring
-        ``(count, COUNTERS_BYTES // 4)``, in one blocking read."""
-        err_bytes, count_bytes = 16 * count, COUNTERS_BYTES * count
-        with self.ctx.guard("reading the views' errors back"):
-            staging = self.pool.staging(err_bytes + count_bytes)
-            enc = self.ctx.device.create_command_encoder(label="read view errors")
-            enc.copy_buffer_to_buffer(self.pool["view_errors"], 0, staging, 0, err_bytes)
-            enc.copy_buffer_to_buffer(self.pool["step_counts"], 0, staging, err_bytes, count_bytes)
-            self.ctx.queue.submit([enc.finish()])
-            data = self.pool.map_staging(err_bytes + count_bytes)
-        totals = np.frombuffer(data, np.float32, 4 * count).reshape(count, 4)
-        counts = np.frombuffer(data, np.uint32, count_bytes // 4, err_bytes).reshape(count, -1)
-        return totals, counts
 
     def observe(self, views, weights, into, active_sh_degree=None) -> None:
         """:meth:`TrainStep.observe` on the device: per view a forward render (its 16-byte count
@@ -568,8 +561,6 @@ class GpuTrainStep(TrainStep):
             self._observe = OBSERVE.variant().module(self.lib)
         module, r = self._observe, self.renderer
         on_device = isinstance(weights, ErrorMaps)
-        if on_device and self._error_maps is None:
-            self._error_maps = GpuErrorMaps(self.gpu)
         block = module.workgroup_size("observe")[0]
         self.targets.touch(views)
         for view in views:
@@ -596,9 +587,9 @@ class GpuTrainStep(TrainStep):
                 enc = self.ctx.device.create_command_encoder(label="observe")
                 cpass = enc.begin_compute_pass(label="observe")
                 if on_device:
-                    self._error_maps.encode(cpass, image="image", target=target, out="grad_image",
-                                            width=r.width, height=r.height,
-                                            threshold=weights.threshold)
+                    self.error_maps.encode(cpass, image="image", target=target, out="grad_image",
+                                           width=r.width, height=r.height,
+                                           threshold=weights.threshold)
                 self.backward.encode_raster(cpass, "grad_image")
                 cpass.set_pipeline(module.pipeline("observe", {"COUNT": len(into)}))
                 for groups, entries in dispatches:
