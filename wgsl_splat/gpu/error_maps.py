@@ -1,10 +1,12 @@
-"""The fast mode's observation weights on the device (:class:`~wgsl_splat.contract.error_maps.ErrorMaps`,
-``shaders/error_maps.wgsl``): three dispatches into the caller's open compute pass turn the
-rendered image and a view's resident image into the weight map the rasterisation backward pass
-reads as dL/dimage, so that a view observation reads no image back and uploads none. The first
-two alone leave the image's (lowest, highest, summed) per-pixel error in 16 bytes on the device
-(:attr:`GpuErrorMaps.total`): the sum over the pixels is the loss's L1 term (a masked channel
-counting zero) times the pixels, what the growth validation reads."""
+"""The fast mode's observation weights on the device
+(:class:`~wgsl_splat.contract.error_maps.ErrorMaps`, ``shaders/error_maps.wgsl``): three dispatches
+into the caller's open compute pass turn the rendered image and a view's resident image into the
+weight map the rasterisation backward pass reads as dL/dimage, so that a view observation reads no
+image back and uploads none. The first two alone leave the image's (lowest, highest, summed)
+per-pixel error in 16 bytes on the device (:attr:`GpuErrorMaps.total`): the sum over the pixels is
+the loss's L1 term (a masked pixel counting zero) times the pixels, what the growth validation
+reads.
+"""
 
 from __future__ import annotations
 

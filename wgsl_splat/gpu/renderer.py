@@ -579,7 +579,7 @@ class GpuRenderer:
         """
         for _attempt in range(3):
             self.prepare(camera, background, active_sh_degree)
-            check = readback or check or self._check_next
+            checked = readback or check or self._check_next
             img_bytes = 12 * self.width * self.height
             img_slot = -(-img_bytes // 256) * 256 if readback else 0
             # an image beyond one staging chunk (4 MiB: 1280x800 and up) is read after the
@@ -588,19 +588,19 @@ class GpuRenderer:
             if chunked:
                 img_slot = 0
             with self.ctx.guard("encoding and submitting the forward render"):
-                staging = self.pool.staging(img_slot + COUNTERS_BYTES) if check else None
+                staging = self.pool.staging(img_slot + COUNTERS_BYTES) if checked else None
                 enc = self.ctx.device.create_command_encoder(label="forward")
                 cpass = enc.begin_compute_pass(label="forward")
                 self.encode_forward(cpass)
                 cpass.end()
-                if check:
+                if checked:
                     if readback and not chunked:
                         enc.copy_buffer_to_buffer(self.pool["image"], 0, staging, 0, img_bytes)
                     enc.copy_buffer_to_buffer(self.pool["counters"], 0, staging, img_slot,
                                               COUNTERS_BYTES)
                 self.ctx.queue.submit([enc.finish()])
             self.renders += 1
-            if not check:
+            if not checked:
                 return None
             data = self.pool.map_staging(img_slot + COUNTERS_BYTES)
             total, _, disagreed = (int(v) for v in np.frombuffer(data, np.uint32, 3, img_slot))

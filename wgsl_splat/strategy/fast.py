@@ -11,10 +11,10 @@ A round (every ``every`` steps from ``start`` to ``stop``):
 1. observe ``views`` training views drawn for the round at the current resolution
    (:meth:`~wgsl_splat.contract.step.TrainStep.observe`): per view the render's error map
    ``e = mean_c |render − image|``, min-max normalised as FastGS does
-   (:class:`~wgsl_splat.contract.error_maps.ErrorMaps`: on the device, on the GPU path); per Gaussian the blending
-   weights α·T summed over the high-error pixels (normalised error above ``error_threshold``),
-   weighted by ``e``, and over all pixels — the statistics ``fast_err_pixels``, ``fast_err`` and
-   ``fast_weight``;
+   (:class:`~wgsl_splat.contract.error_maps.ErrorMaps`, on the device on the GPU path); per Gaussian
+   the blending weights α·T summed over the high-error pixels (normalised error above
+   ``error_threshold``), weighted by ``e``, and over all pixels — the statistics
+   ``fast_err_pixels``, ``fast_err`` and ``fast_weight``;
 2. one :meth:`~wgsl_splat.contract.state.TrainState.grow` with :class:`FastDecision`: rows whose
    mean screen-space gradient passes 3DGS's threshold *and* whose high-error pixels average at least
    ``min_error_pixels`` per observed view are cloned (small) or split (large); when more qualify than

@@ -2,12 +2,12 @@
 
 Every ``validation_every_nth`` training view is withheld from the steps and from the growth's
 observations while the strategy densifies. Every ``validation_interval`` steps, before a round
-grows, their mean L1 (the loss's L1 term) is measured; the first time it is more than ``validation_tolerance`` above
-its lowest since the last opacity reset (a reset raises every view's error for a while),
-densification ends at that step as it would at ``stop``: no more rounds or resets, and the
-withheld views train from then on. Gaussians beyond what the views constrain fit the training
-views at the others' expense (mouse's fog, docs/benchmarks.md); only views the growth has not
-seen show it. The test views are never used.
+grows, their mean L1 (the loss's L1 term) is measured; the first time it is more than
+``validation_tolerance`` above its lowest since the last opacity reset (a reset raises every view's
+error for a while), densification ends at that step as it would at ``stop``: no more rounds or
+resets, and the withheld views train from then on. Gaussians beyond what the views constrain fit the
+training views at the others' expense (mouse's fog, docs/benchmarks.md); only views the growth has
+not seen show it. The test views are never used.
 
 The options are declared with the shared split/clone/prune options
 (:class:`~wgsl_splat.strategy.split_clone_prune.SplitClonePruneOptions`); a strategy keeps one
