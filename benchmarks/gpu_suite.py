@@ -260,7 +260,8 @@ def run_observe(limit: float, args, work: Path, python: str) -> dict:
         report = json.loads(out.read_text())
         result.update(adapter=report["adapter"], n=report["n"],
                       size="x".join(map(str, report["size"])), views=report["views"],
-                      median_ms=report["median_ms"], readback_bytes=report["readback_bytes"])
+                      median_ms=report["median_ms"], readback_bytes=report["readback_bytes"],
+                      readbacks=report["readbacks"])
     else:
         result["tail"] = (work / "observe.log").read_text(errors="replace")[-2000:]
     print(f"[observe] {summary_line('observe', result)}", flush=True)
@@ -342,9 +343,9 @@ def markdown_rows(report: dict) -> str:
         lines += ["", "A densification round's host traffic (`benchmarks/observe_cost.py`):"]
         if observed["ok"]:
             lines += ["", f"| {observed['views']} views, N {observed['n']}, {observed['size']} | "
-                          "ms per round | bytes read back |", "|---|---|---|"]
-            lines += [f"| {k} | {v:.1f} | {observed['readback_bytes'][k]:,} |"
-                      for k, v in observed["median_ms"].items()]
+                          "ms per round | bytes read back | blocking reads |", "|---|---|---|---|"]
+            lines += [f"| {k} | {v:.1f} | {observed['readback_bytes'][k]:,} | "
+                      f"{observed['readbacks'][k]} |" for k, v in observed["median_ms"].items()]
         else:
             lines += ["", f"failed (exit {observed['exit_code']})"]
     lines += ["", ("Targets (issue 23): lego 30 k ≥ 35.9 dB; densification ≤ 3 % of wall time at "

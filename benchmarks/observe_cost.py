@@ -9,7 +9,8 @@ map or the L1 computed with NumPy, the map uploaded) and on the device (``ErrorM
 A random scene of ``-n`` Gaussians seen by one camera; the views' images are random and resident
 on the device. The host variant here is given the images as float arrays, which the training
 loop converted again from the dataset's 8-bit copy (or decoded from disk beyond its budget): its
-figures are a lower bound. Prints medians (ms per round) and the bytes read back per round.
+figures are a lower bound. Prints medians (ms per round), the bytes read back and the blocking
+reads per round (a GPU waits idle through each).
 """
 
 from __future__ import annotations
@@ -71,21 +72,23 @@ def main(argv=None) -> int:
     variants = {"observe, host": host_observe, "observe, device": device_observe,
                 "validation, host": host_errors, "validation, device": device_errors}
     times = {k: [] for k in variants}
-    read = {}
+    read, reads = {}, {}
     for _ in range(args.pairs):
         for name, fn in variants.items():
-            before = step.counters["readback_bytes"]
             step.synchronize()
+            before, waits = step.counters["readback_bytes"], step.counters["readbacks"]
             t = time.perf_counter()
             fn()
+            read[name] = step.counters["readback_bytes"] - before    # not the waits around it
+            reads[name] = step.counters["readbacks"] - waits
             step.synchronize()
             times[name].append(time.perf_counter() - t)
-            read[name] = step.counters["readback_bytes"] - before
     out = {"size": [w, h], "n": args.n, "views": args.views, "adapter": ctx.name,
            "median_ms": {k: 1000 * statistics.median(v) for k, v in times.items()},
-           "readback_bytes": read}
+           "readback_bytes": read, "readbacks": reads}
     for k in variants:
-        print(f"{k:20s} {out['median_ms'][k]:9.1f} ms per round   {read[k]:>12,} bytes read back")
+        print(f"{k:20s} {out['median_ms'][k]:9.1f} ms per round   {read[k]:>12,} bytes read back "
+              f"in {reads[k]} blocking read(s)")
     if args.json:
         Path(args.json).write_text(json.dumps(out, indent=1))
     return 0

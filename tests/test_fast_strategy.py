@@ -56,21 +56,26 @@ def test_an_observation_is_the_same_on_both_paths(gpu_ctx, seed, kind):
     """Per Gaussian and channel, Σ_p w_k(p)·α·T, added to what the statistics held (they start
     from random values), with grad2d left zero for the next training step — in both layouts, with
     the error maps computed on the device (against the view's resident image on a second
-    observation: no image given) and with a weight function on the host; a masked view too."""
+    observation: no image given) and with a weight function on the host; a masked view too, and
+    a view of another size. On the device the views' counts come back in one read per ring of
+    two views; views past a capacity made too small add nothing and are observed again, grown
+    (a view counted twice or not at all would not match)."""
     from wgsl_splat.contract.losses import MASKED
     from wgsl_splat.gpu.layout import Layout
     from wgsl_splat.gpu.renderer import COUNTERS_BYTES
     from wgsl_splat.gpu.step import GpuTrainStep
 
     rng = np.random.default_rng(seed)
-    model, cam = random_scene(rng, 300, 64, 48, sh_degree=3, dtype=np.float32)
+    model, cam = random_scene(rng, 300, 128, 96, sh_degree=3, dtype=np.float32)
+    small = cam.scaled(4)     # within the least capacity: only the big views are redone
     target = rng.uniform(0, 1, (cam.height, cam.width, 3)).astype(np.float32)
     masked = rng.uniform(0, 1, target.shape).astype(np.float32)
     masked[rng.uniform(size=target.shape[:2]) < 0.2] = MASKED
     a = HostArrays.fresh(model, Fast.statistics)
     for name in OBSERVED_STATS + ("grad_accum",):
         a.stats[name][:] = rng.uniform(0, 10, len(model))
-    views = [View(cam, target, 0), View(cam, masked, 1)]
+    views = [View(cam, target, 0), View(cam, masked, 1),
+             View(small, rng.uniform(0, 1, (small.height, small.width, 3)).astype(np.float32), 2)]
     weights = ErrorMaps(0.2)
     cpu = CpuTrainStep(a)
     cpu.observe(views, weights, OBSERVED_STATS, 2)
@@ -78,7 +83,7 @@ def test_an_observation_is_the_same_on_both_paths(gpu_ctx, seed, kind):
     for name in OBSERVED_STATS:   # the views added something, to the statistics' earlier values
         assert np.all(h[name] >= a.stats[name]) and np.any(h[name] > a.stats[name] + 1), name
     for on_host in (True, False):    # the device's last: it keeps the images resident
-        gpu = GpuTrainStep(gpu_ctx, a, layout=Layout.of(gpu_ctx, kind))
+        gpu = GpuTrainStep(gpu_ctx, a, history=2, layout=Layout.of(gpu_ctx, kind))
         given = (lambda img, tgt: weights(img, tgt)) if on_host else weights
         gpu.observe(views, given, OBSERVED_STATS, 2)
         d = gpu.state.read_stats()
@@ -89,10 +94,14 @@ def test_an_observation_is_the_same_on_both_paths(gpu_ctx, seed, kind):
     # the images are resident now: observed again without them, the sums double
     assert all(gpu.holds_target(v.view_id) for v in views)
     for given in (weights, lambda img, tgt: weights(img, tgt)):
-        before, read = gpu.state.read_stats(), gpu.counters["readback_bytes"]
+        gpu.renderer._set_capacity(1024)     # the least: the big views need more
+        before, redos = gpu.state.read_stats(), gpu.renderer.redos
+        read, reads = gpu.counters["readback_bytes"], gpu.counters["readbacks"]
         gpu.observe([View(v.camera, None, v.view_id) for v in views], given, OBSERVED_STATS, 2)
-        if given is weights:   # on the device: each render's intersection count, no image
-            assert gpu.counters["readback_bytes"] - read <= len(views) * COUNTERS_BYTES
+        assert gpu.renderer.redos > redos and gpu.renderer.capacity > 1024, "none overflowed"
+        if given is weights:   # on the device: the renders' intersection counts, no image
+            assert gpu.counters["readback_bytes"] - read <= 2 * len(views) * COUNTERS_BYTES
+            assert gpu.counters["readbacks"] - reads == 3, "one read per ring, one for the redo"
         after = gpu.state.read_stats()
         for name in OBSERVED_STATS:
             np.testing.assert_allclose(after[name] - before[name], h[name] - a.stats[name],

@@ -54,6 +54,8 @@ def test_dry_run_writes_the_json_the_rows_and_the_docs_block(tmp_path, lego_dir,
                                           "validation, device"}
     assert observed["readback_bytes"]["observe, host"] >= 2 * 96 * 54 * 12   # the images
     assert observed["readback_bytes"]["observe, device"] < 1024              # the counts only
+    assert observed["readbacks"]["observe, device"] == 1      # the views' counts, at once
+    assert observed["readbacks"]["observe, host"] >= 2       # an image per view
     rows = out.with_suffix(".md").read_text()
     assert "| observe, device | " in rows
     assert "| lego | 20 | " in rows and "| step_1m | 2000 | 96x54 |" in rows

@@ -570,16 +570,15 @@ class GpuRenderer:
 
     # -- render -------------------------------------------------------------------------------------
     def render(self, camera: Camera, background=(0.0, 0.0, 0.0), readback: bool = True,
-               active_sh_degree: int | None = None, check: bool = False) -> np.ndarray | None:
+               active_sh_degree: int | None = None) -> np.ndarray | None:
         """Render ``camera``; returns the (H, W, 3) float32 image when ``readback`` is true.
 
         One command encoder, one submit. See the module docstring for when the 16-byte counters
-        are read back and when a render is redone with larger buffers; ``check``: always (the
-        image stays on the device, complete, for the caller's next submit).
+        are read back and when a render is redone with larger buffers.
         """
         for _attempt in range(3):
             self.prepare(camera, background, active_sh_degree)
-            checked = readback or check or self._check_next
+            checked = readback or self._check_next
             img_bytes = 12 * self.width * self.height
             img_slot = -(-img_bytes // 256) * 256 if readback else 0
             # an image beyond one staging chunk (4 MiB: 1280x800 and up) is read after the

@@ -469,24 +469,78 @@ class GpuTrainStep(TrainStep):
             self.renderer.ensure_capacity(int(totals.max() * 1.25))
         self._pending = 0
 
-    def _read_rings(self, what: str, results: str, count: int) -> tuple[np.ndarray, np.ndarray]:
+    def _read_rings(self, what: str, results: str | None, count: int
+                    ) -> tuple[np.ndarray | None, np.ndarray]:
         """The first ``count`` slots of a results ring (pool buffer ``results``, 16 bytes a slot:
-        the loss's (loss, L1, SSIM, 1-SSIM), or a view's error (lo, hi, sum, 0)) and of the
-        intersection counters' ring, in one blocking read: ``(count, 4)`` floats and
-        ``(count, COUNTERS_BYTES // 4)`` counts."""
-        res_bytes, count_bytes = RESULT_BYTES * count, COUNTERS_BYTES * count
+        the loss's (loss, L1, SSIM, 1-SSIM), or a view's error (lo, hi, sum, 0); None: none) and
+        of the intersection counters' ring, in one blocking read: ``(count, 4)`` floats (None
+        without results) and ``(count, COUNTERS_BYTES // 4)`` counts."""
+        res_bytes = RESULT_BYTES * count if results else 0
+        count_bytes = COUNTERS_BYTES * count
         t = time.perf_counter()
         with self.ctx.guard(what):
             staging = self.pool.staging(res_bytes + count_bytes)
             enc = self.ctx.device.create_command_encoder(label="read rings")
-            enc.copy_buffer_to_buffer(self.pool[results], 0, staging, 0, res_bytes)
+            if results:
+                enc.copy_buffer_to_buffer(self.pool[results], 0, staging, 0, res_bytes)
             enc.copy_buffer_to_buffer(self.pool["step_counts"], 0, staging, res_bytes, count_bytes)
             self.ctx.queue.submit([enc.finish()])
             data = self.pool.map_staging(res_bytes + count_bytes)
         self.blocked_seconds += time.perf_counter() - t
-        values = np.frombuffer(data, np.float32, 4 * count).reshape(count, 4)
+        values = (np.frombuffer(data, np.float32, 4 * count).reshape(count, 4) if results
+                  else None)
         counts = np.frombuffer(data, np.uint32, count_bytes // 4, res_bytes).reshape(count, -1)
         return values, counts
+
+    def _views_in_rings(self, views, encode, what: str, results: str | None = None,
+                        active_sh_degree=None) -> list[np.ndarray | None]:
+        """Per view one submit: the forward render, ``encode(cpass, view)``'s dispatches after
+        it, the 16-byte result it returns (``(buffer, offset)``, or None) copied to the view's
+        slot of ring ``results`` and its intersection counts to the counters' ring; the rings are
+        read once per ``history`` views. The views whose intersections overflowed are done again
+        with grown buffers (past the most one binding holds they stay clipped, counted).
+        Returns each view's result (None without ``results``)."""
+        self.take_losses_into_buffer()     # the views use the count ring's slots from 0
+        r, out = self.renderer, [None] * len(views)
+        self.targets.touch(views)
+        pending = list(range(len(views)))
+        for _attempt in range(3):
+            redo, most = [], 0
+            for first in range(0, len(pending), self.history):
+                chunk = pending[first:first + self.history]
+                for slot, k in enumerate(chunk):
+                    self._begin(views[k].camera, active_sh_degree)
+                    with self.ctx.guard(what):
+                        enc = self.ctx.device.create_command_encoder(label=what)
+                        cpass = enc.begin_compute_pass(label=what)
+                        r.encode_forward(cpass)
+                        result = encode(cpass, views[k])
+                        cpass.end()
+                        if results:
+                            enc.copy_buffer_to_buffer(self.pool[result[0]], result[1],
+                                                      self.pool[results], RESULT_BYTES * slot,
+                                                      RESULT_BYTES)
+                        enc.copy_buffer_to_buffer(self.pool["counters"], 0,
+                                                  self.pool["step_counts"],
+                                                  COUNTERS_BYTES * slot, COUNTERS_BYTES)
+                        self.ctx.queue.submit([enc.finish()])
+                values, counts = self._read_rings(what, results, len(chunk))
+                reached = counts[:, 0].astype(np.int64)
+                r.emission_disagreements += int(counts[:, 2].astype(np.int64).sum())
+                over = reached > r.capacity
+                for slot, k in enumerate(chunk):
+                    out[k] = None if values is None else values[slot].copy()
+                if over.any() and r.capacity >= r.max_capacity:   # drawn clipped
+                    r.note_clipped(int(over.sum()), int(reached.max()))
+                elif over.any():
+                    redo += [k for k, o in zip(chunk, over) if o]
+                    most = max(most, int(reached.max()))
+            if not redo:
+                break
+            r.ensure_capacity(most)
+            r.redos += 1
+            pending = redo
+        return out
 
     @property
     def error_maps(self) -> GpuErrorMaps:
@@ -499,58 +553,29 @@ class GpuTrainStep(TrainStep):
         """:meth:`TrainStep.view_errors` on the device: per view a forward render and its error
         against the view's resident image (uploaded once, as a training view's), summed on the
         device (``error_maps.wgsl``'s first two passes); the sums of up to ``history`` views are
-        read back at once with their intersection counts, no image. A view whose intersections
-        overflowed is rendered again with grown buffers."""
-        self.take_losses_into_buffer()     # the views use the count ring's slots from 0
-        maps, r, errors = self.error_maps, self.renderer, []
+        read back at once with their intersection counts, no image (:meth:`_views_in_rings`)."""
+        maps, r = self.error_maps, self.renderer
         self.pool.get("view_errors", RESULT_BYTES * self.history)
-        for first in range(0, len(views), self.history):
-            chunk = views[first:first + self.history]
-            self.targets.touch(chunk)
-            for _attempt in range(3):
-                pixels = []
-                for slot, view in enumerate(chunk):
-                    self._begin(view.camera, active_sh_degree)
-                    target = self.targets.resident(view.target, view.view_id)
-                    with self.ctx.guard("measuring a view's error"):
-                        enc = self.ctx.device.create_command_encoder(label="view error")
-                        cpass = enc.begin_compute_pass(label="view error")
-                        r.encode_forward(cpass)
-                        maps.encode(cpass, image="image", target=target, out="grad_image",
-                                    width=r.width, height=r.height, weights=False)
-                        cpass.end()
-                        name, offset = maps.total
-                        enc.copy_buffer_to_buffer(self.pool[name], offset,
-                                                  self.pool["view_errors"], RESULT_BYTES * slot,
-                                                  RESULT_BYTES)
-                        enc.copy_buffer_to_buffer(self.pool["counters"], 0,
-                                                  self.pool["step_counts"],
-                                                  COUNTERS_BYTES * slot, COUNTERS_BYTES)
-                        self.ctx.queue.submit([enc.finish()])
-                    pixels.append(r.width * r.height)
-                totals, counts = self._read_rings("reading the views' errors back",
-                                                  "view_errors", len(chunk))
-                reached = counts[:, 0].astype(np.int64)
-                r.emission_disagreements += int(counts[:, 2].astype(np.int64).sum())
-                most = int(reached.max(initial=0))
-                if most <= r.capacity:
-                    break
-                if r.capacity >= r.max_capacity:   # no growing past one binding: drawn clipped
-                    r.note_clipped(int(np.sum(reached > r.capacity)), most)
-                    break
-                r.ensure_capacity(most)
-                r.redos += 1
-            # the summed per-pixel error (the channels' mean) over the pixels: the L1 term
-            errors.extend(float(t) / p for t, p in zip(totals[:, 2], pixels))
-        return errors
+
+        def encode(cpass, view):
+            target = self.targets.resident(view.target, view.view_id)
+            maps.encode(cpass, image="image", target=target, out="grad_image",
+                        width=r.width, height=r.height, weights=False)
+            return maps.total
+
+        totals = self._views_in_rings(views, encode, "measuring the views' errors",
+                                      "view_errors", active_sh_degree)
+        # the summed per-pixel error (the channels' mean) over the pixels: the L1 term
+        return [float(t[2]) / (v.camera.width * v.camera.height) for t, v in zip(totals, views)]
 
     def observe(self, views, weights, into, active_sh_degree=None) -> None:
-        """:meth:`TrainStep.observe` on the device: per view a forward render (its 16-byte count
-        checked, so the image is whole), the weight map (:class:`ErrorMaps`: computed on the
-        device against the view's resident image, nothing read back; any other function: on
-        the host from the render read back, uploaded), the rasterisation backward with it as
-        dL/dimage and ``observe.wgsl`` (grad2d's colour part into the statistics' planes, grad2d
-        cleared)."""
+        """:meth:`TrainStep.observe` on the device: per view a forward render, the weight map
+        (:class:`ErrorMaps`: computed on the device against the view's resident image; any other
+        function: on the host from the render read back, uploaded), the rasterisation backward
+        with it as dL/dimage and ``observe.wgsl`` (grad2d's colour part into the statistics'
+        planes, grad2d cleared). On the device nothing but the views' intersection counts is
+        read, once per ``history`` views; a view that overflowed added nothing and is observed
+        again, grown (:meth:`_views_in_rings`)."""
         names = self._state.stat_names
         missing = [k for k in into if k not in names]
         if missing or not 1 <= len(into) <= 3:
@@ -560,41 +585,47 @@ class GpuTrainStep(TrainStep):
         if self._observe is None:
             self._observe = OBSERVE.variant().module(self.lib)
         module, r = self._observe, self.renderer
-        on_device = isinstance(weights, ErrorMaps)
         block = module.workgroup_size("observe")[0]
-        self.targets.touch(views)
-        for view in views:
-            image = r.render(view.camera, self.background, readback=not on_device,
-                             active_sh_degree=active_sh_degree, check=True)
+
+        def encode(cpass, view):
             if not r.num:
-                continue
+                return
             if on_device:
                 target = self.targets.resident(view.target, view.view_id)
-            else:
-                self._upload_weights(weights, image, view)
-            dispatches = []        # once per page (gpu/pages.py): rows local to the page
-            for page in r.pages:
+                self.error_maps.encode(cpass, image="image", target=target, out="grad_image",
+                                       width=r.width, height=r.height,
+                                       threshold=weights.threshold)
+            self.backward.encode_raster(cpass, "grad_image")
+            cpass.set_pipeline(module.pipeline("observe", {"COUNT": len(into)}))
+            # a render past the most one binding holds is observed clipped, as it is trained
+            capacity = r.capacity if r.capacity < r.max_capacity else 0xFFFFFFFF
+            for page in r.pages:    # once per page (gpu/pages.py): rows local to the page
                 groups = grid_2d(-(-page.count // block))
                 u = np.zeros((), module.struct_dtype("ObserveParams"))
                 u["n"], u["x_groups"], u["planes"] = page.count, groups[0], planes
+                u["capacity"] = capacity
                 name = page_name("observe_params", page.index)
                 self.pool.get(name, u.nbytes, buffer_usage(*UNIFORM_USAGE))
                 self.pool.write(name, u)
-                dispatches.append((groups, {
+                cpass.set_bind_group(0, self.pool.bind_group(module, 0, {
                     "op": name, "grad2d": r.paging.splat_window("grad2d", page),
-                    "stats": page_name("stats", page.index)}))
+                    "stats": page_name("stats", page.index), "counters": "counters"}))
+                cpass.dispatch_workgroups(*groups)
+
+        on_device = isinstance(weights, ErrorMaps)
+        if on_device:
+            self._views_in_rings(views, encode, "observing the views",
+                                 active_sh_degree=active_sh_degree)
+            return
+        self.targets.touch(views)
+        for view in views:     # a weight function on the host: the render read back per view
+            image = r.render(view.camera, self.background, readback=True,
+                             active_sh_degree=active_sh_degree)
+            self._upload_weights(weights, image, view)
             with self.ctx.guard("observing a view"):
                 enc = self.ctx.device.create_command_encoder(label="observe")
                 cpass = enc.begin_compute_pass(label="observe")
-                if on_device:
-                    self.error_maps.encode(cpass, image="image", target=target, out="grad_image",
-                                           width=r.width, height=r.height,
-                                           threshold=weights.threshold)
-                self.backward.encode_raster(cpass, "grad_image")
-                cpass.set_pipeline(module.pipeline("observe", {"COUNT": len(into)}))
-                for groups, entries in dispatches:
-                    cpass.set_bind_group(0, self.pool.bind_group(module, 0, entries))
-                    cpass.dispatch_workgroups(*groups)
+                encode(cpass, view)
                 cpass.end()
                 self.ctx.queue.submit([enc.finish()])
 
