@@ -266,6 +266,49 @@ def test_the_decision_is_the_same_on_both_paths(gpu_ctx, room, kw):
         assert want.cloned + want.split == np.count_nonzero(grows[chosen])
 
 
+@pytest.mark.parametrize("kind", ["cpu", "gpu"])
+def test_a_capped_round_is_ranked_on_the_device(gpu_ctx, kind):
+    """When the room binds, rank.wgsl picks the rows that grow as ``budget`` does (the most error
+    first, ties by lower index, while the costs fit), with nothing read back but the round's
+    counts: ranks drawn from a few values (ties at every cut, zeros, negative zeros and negative
+    values, which rank as zero), rows of cost 1 and 2 (clones, 3-way splits), many workgroups,
+    rooms from none to all but one; the allowed rows themselves are compared."""
+    from wgsl_splat.contract.state import budget
+    from wgsl_splat.gpu.layout import Layout
+    from wgsl_splat.gpu.step import GpuTrainStep
+
+    rng = np.random.default_rng()
+    n = 3000
+    a = fast_arrays(rng, n)
+    a.stats["fast_err"][:] = rng.choice(np.float32([-1.0, -0.0, 0.0, 0.5, 2.0, 2.5, 7.0]), n)
+    a.stats["fast_err"][rng.uniform(size=n) < 0.1] = rng.uniform(0, 5, 1)   # one more big tie
+    clone_max = float(np.median(np.exp(a.model.log_scales).max(1)))
+    decision = FastDecision(round_(clone_max_scale=clone_max, split_samples=3, min_opacity=0.05))
+    assert decision.ranked_on_device
+    cost = decision.numpy(a, np.ones(n, bool)).cost
+    total = int(cost.sum())
+    assert {1, 2} <= set(np.unique(cost)) and total > 500
+    for room in (0, 1, 37, total // 3, total // 2 + 1, total - 1):
+        want = HostState(a).grow(decision, room)
+        step = GpuTrainStep(gpu_ctx, a, layout=Layout.of(gpu_ctx, kind))
+        step.pool.get("state_allowed", 4 * n)
+        step.pool.write("state_allowed", np.full(n, 7, np.uint32))        # poisoned
+        before = dict(step.counters)
+        got = step.state.grow(decision, room)
+        reads = step.counters["readbacks"] - before["readbacks"]
+        assert reads == 2, f"{reads} reads: the two rounds' counts only"
+        assert step.counters["readback_bytes"] - before["readback_bytes"] <= 64
+        assert want == got and got.capped, room
+        allowed = step.pool.read_array("state_allowed", np.uint32, n)
+        expected = budget(decision.score(a.stats), cost, room) & (cost > 0)
+        np.testing.assert_array_equal(allowed, expected.astype(np.uint32), err_msg=f"room {room}")
+        assert int(cost[expected].sum()) <= room < int(cost[expected].sum()) + cost.max()
+        h, g = HostState(a), step.state.download()
+        h.grow(decision, room)
+        for name, arr in h.download().model.arrays().items():
+            np.testing.assert_allclose(g.model.arrays()[name], arr, atol=1e-6, err_msg=name)
+
+
 # -- budget, schedules, checks ------------------------------------------------------------------------
 
 def ctx(**kw):

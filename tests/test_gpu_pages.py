@@ -159,6 +159,33 @@ def test_row_operations_are_the_same_on_one_and_on_many_bindings(gpu_ctx, small_
                         exact=("means", "log_scales", "quats", "opacity_logits", "sh"))
 
 
+def test_a_round_ranked_on_the_device_is_the_same_on_one_and_on_many_bindings(gpu_ctx, small_ctx):
+    """The fast mode's capped round: the rank keys written per page (each page's statistics),
+    ranked over all rows (rank.wgsl) — the same rows grow as on one binding and on the host."""
+    from test_fast_strategy import fast_arrays, round_
+
+    from wgsl_splat.reference.state import HostState
+    from wgsl_splat.strategy.fast import FastDecision
+
+    rng = np.random.default_rng(fresh_seed())
+    arrays = fast_arrays(rng, N)
+    arrays.stats["fast_err"][:] = rng.choice(np.float32([0.0, 1.0, 2.0, 3.0]), N)   # ties
+    clone_max = float(np.median(np.exp(arrays.model.log_scales).max(1)))
+    decision = FastDecision(round_(clone_max_scale=clone_max, min_opacity=0.05))
+    host = HostState(arrays)
+    want = host.grow(decision, 150)
+    assert want.capped and want.cloned + want.split > 0
+    results = []
+    for ctx in (gpu_ctx, small_ctx):
+        step = GpuTrainStep(ctx, arrays, OptimConfig())
+        assert step.state.grow(decision, 150) == want
+        results.append(step.state.download())
+    assert len(step.state.pages) > 1
+    assert_arrays_close(results[1], results[0], rtol=0, atol=0,
+                        exact=("means", "log_scales", "quats", "opacity_logits", "sh"))
+    assert_arrays_close(results[0], host.download(), atol=1e-6, exact=("quats", "sh"))
+
+
 def test_the_3d_filter_is_the_same_on_one_and_on_many_bindings(gpu_ctx, small_ctx):
     model, cam, _ = scene(fresh_seed())
     out = []

@@ -161,21 +161,36 @@ class RowDecision(ABC):
     :meth:`numpy` is its twin on :class:`HostArrays`, deciding from the same float32 values with
     the same comparisons, so both paths decide alike. ``may_grow`` is false for rows the room
     leaves out: they may stay or go, not grow. When the room binds, rows are ranked by
-    :meth:`score`, computed on the host from the statistics named in ``score_stats`` on both paths
-    (the device path reads them back then), so the ranking is the same on any hardware.
+    :meth:`score` (:func:`budget`). By default the rank is one statistic's positive part
+    (``rank_stat``, also one of ``score_stats``) or, without one, the same for all rows: the
+    device path then ranks the rows itself (``gpu/shaders/rank.wgsl``, nothing read back). A
+    decision without a ``rank_stat`` that overrides :meth:`score` is ranked on the host on both
+    paths, from the statistics named in ``score_stats`` (the device path reads them back then).
+    Either way the ranking is the same on any hardware.
     """
 
     wgsl: ClassVar[str]
     score_stats: ClassVar[tuple[str, ...]] = ()
+    rank_stat: ClassVar[str | None] = None
     split_samples: int = 2
     split_scale_div: float = 1.6
     key: int = 0
 
     def score(self, stats: dict[str, np.ndarray]) -> np.ndarray:
-        """Each row's rank when the room binds (larger grows first): by default all rows alike,
-        so the lower indices grow first."""
-        n = len(next(iter(stats.values()))) if stats else 0
-        return np.zeros(n)
+        """Each row's rank when the room binds (larger grows first): ``rank_stat``'s positive
+        part (a float32 value above zero, else zero: what the device ranks by), or all rows alike
+        without one; equal ranks grow lower indices first. ``stats`` holds ``score_stats``."""
+        if self.rank_stat is None:
+            n = len(next(iter(stats.values()))) if stats else 0
+            return np.zeros(n)
+        v = np.asarray(stats[self.rank_stat], np.float32)
+        return np.where(v > 0, v, np.float32(0)).astype(np.float64)
+
+    @property
+    def ranked_on_device(self) -> bool:
+        """Whether the rank is :meth:`RowDecision.score`'s (``rank_stat``, or all rows alike),
+        which the device path computes by itself."""
+        return self.rank_stat is not None or type(self).score is RowDecision.score
 
     @abstractmethod
     def params(self) -> dict[str, float | int]:

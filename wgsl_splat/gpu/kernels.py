@@ -131,6 +131,7 @@ STATE_ROWS = Kernel("state_rows")
 OPACITY_RESET = Kernel("opacity_reset", MODES)
 RELOCATION = Kernel("relocation")
 GROW = Kernel("grow")           # with a strategy's decision: grow() below
+RANK = Kernel("rank")           # the room's ranking when a round's growth is capped
 # -- tools and the viewer -----------------------------------------------------------------------------
 LIMITS = Kernel("limits", constants=(("fma_chain", _sets(LOOP=(1024,))),))
 PRESENT = Kernel("present")     # a render shader (app/viewer.py)
@@ -183,10 +184,17 @@ def project_backward(config: RenderConfig, includes: dict, fused: bool) -> Kerne
         ("project_backward", _with_sh(STATS=(0, 1), ACCUMULATE=(0,))),))
 
 
-def grow(statistics, decision_wgsl: str) -> KernelVariant:
-    """grow.wgsl with a row decision's kernel (``RowDecision.wgsl``, a strategy's) and the
-    accessors of the state's statistics. Declared by the strategies, so not listed below."""
-    text = accessors_wgsl(resolve(statistics)) + "\n" + decision_wgsl
+def grow(statistics, decision_wgsl: str, rank_stat: str | None = None) -> KernelVariant:
+    """grow.wgsl with a row decision's kernel (``RowDecision.wgsl``, a strategy's), the
+    accessors of the state's statistics and ``rank_key(i)``: the bits of statistic
+    ``rank_stat``'s positive part (non-negative floats order as u32; zero for all rows without
+    one), what ``RowDecision.score`` ranks by. Declared by the strategies, so not listed below."""
+    if rank_stat is None:
+        key = "fn rank_key(i: u32) -> u32 {\n    return 0u;\n}\n"
+    else:
+        key = (f"fn rank_key(i: u32) -> u32 {{\n    let v = stat_{rank_stat}(i);\n"
+               "    return select(0u, bitcast<u32>(v), v > 0.0);\n}\n")
+    text = accessors_wgsl(resolve(statistics)) + "\n" + key + "\n" + decision_wgsl
     return GROW.variant(generated={"decision.wgsl": text})
 
 
@@ -218,7 +226,7 @@ def declared_variants(statistics_sets=(STANDARD, ())) -> list[tuple[KernelVarian
     configs = {mode: render_config(mode) for mode in RENDER_MODES}
     for kernel in (PROJECT, EMIT, SCAN, EMIT_SPLATS, SORTED_RANGES, PREFIX, BITONIC, LOSS_TERMS,
                    ADAM, APPEARANCE, POSE, OBSERVE, ERROR_MAPS, FILTER3D, STATE_ROWS,
-                   OPACITY_RESET, RELOCATION, LIMITS, PRESENT):
+                   OPACITY_RESET, RELOCATION, RANK, LIMITS, PRESENT):
         out += [(kernel.variant(configs[mode]), True) for mode in kernel.modes]
     out += [(radix(bits), True) for bits in RADIX_BITS]
     out += [(loss(variant), True) for variant in ("tiled", "lines")]

@@ -42,6 +42,7 @@ from .sort import PrefixScan, grid_2d
 
 TABLE, RELOCATED = "state_table", "state_relocated"
 PLAN, TALLIES = "state_plan", "state_tallies"
+RANK_KEYS, RANK_HIST, RANK_CUT = "state_rank_keys", "state_rank_hist", "state_rank_cut"
 SLOT = 256                       # bytes per dynamic uniform slot of the row operation
 
 
@@ -54,6 +55,7 @@ class DeviceState(TrainState):
         self._rows = kernels.STATE_ROWS.variant().module(self.lib)
         self._reset = kernels.OPACITY_RESET.variant(step.render_config).module(self.lib)
         self._reloc = kernels.RELOCATION.variant().module(self.lib)
+        self._rank_module = None         # rank.wgsl, compiled when a round's growth is first capped
         max_segments = self._rows.constant("MAX_SEGMENTS")
         if len(self.stat_names) > max_segments:
             raise ValueError(f"at most {max_segments} statistics, got {self.stat_names}")
@@ -66,7 +68,8 @@ class DeviceState(TrainState):
                                      ("perturb", self._reloc, "RelocateParams")):
             self._u[name] = np.zeros((), module.struct_dtype(struct))
             self.pool.get(f"state_u_{name}", self._u[name].nbytes, buffer_usage(*UNIFORM_USAGE))
-        for name in (RELOCATED, TABLE, "state_allowed", "state_weights", "state_sources", PLAN):
+        for name in (RELOCATED, TABLE, "state_allowed", "state_weights", "state_sources", PLAN,
+                     RANK_KEYS):
             self.pool.get(name, 8)
         self.pool.get("state_sigmoid", rows.SIGMOID_TABLE.nbytes)
         self.pool.write("state_sigmoid", rows.SIGMOID_TABLE)
@@ -264,8 +267,8 @@ class DeviceState(TrainState):
     # -- grow ----------------------------------------------------------------------------------------------
     def _grow_module(self, decision: RowDecision):
         """``grow.wgsl`` with the decision's kernel and the accessors of this state's statistics
-        (compiled once per decision class and statistics)."""
-        return kernels.grow(self.statistics, decision.wgsl).module(self.lib)
+        (compiled once per decision class, rank statistic and statistics)."""
+        return kernels.grow(self.statistics, decision.wgsl, decision.rank_stat).module(self.lib)
 
     def grow(self, decision: RowDecision, room: int) -> GrowReport:
         n = self.n
@@ -282,6 +285,7 @@ class DeviceState(TrainState):
         self.pool.write("state_u_decision", dp)
         self.pool.get(PLAN, 4 * max(4 * n, 1))
         self.pool.get("state_allowed", 4 * max(n, 1))
+        self.pool.get(RANK_KEYS, 4 * max(n, 1))
         self.scan.configure(3 * n)
         gp["samples"], gp["scan_total"], gp["total"] = decision.split_samples, self.scan.blocks, n
 
@@ -302,7 +306,8 @@ class DeviceState(TrainState):
             return self.pool.bind_group(module, 0, {
                 "gp": uniform, "dp": "state_u_decision", "params": page_name(PARAMS, p),
                 "stats": page_name(STATS, p), "allowed": "state_allowed", "plan": PLAN,
-                "tallies": TALLIES, "table": TABLE, "scan_sums": self.scan.sums})
+                "tallies": TALLIES, "table": TABLE, "scan_sums": self.scan.sums,
+                "rank_keys": RANK_KEYS})
 
         def decide(enc, passes):
             self.pool.encode_clear(enc, TALLIES)
@@ -326,9 +331,12 @@ class DeviceState(TrainState):
         c = counts(0)
         room = self.step.room_for(n, min(int(c[4]), room))
         capped = int(c[4]) > room
-        if capped:
-            # The room binds: rank the rows on the host as the NumPy path does (their costs and
-            # the statistics the decision's score reads).
+        if capped and decision.ranked_on_device:     # rank.wgsl: nothing read back
+            self._submit("ranking the rows that may grow", lambda enc: self._rank(enc, n, room))
+            c = counts(1)
+        elif capped:
+            # rank the rows on the host as the NumPy path does (their costs and the statistics
+            # the decision's score reads)
             cost = self.pool.read_array(PLAN, np.uint32, n, 4 * 3 * n)
             stats = self.read_stats()
             score = decision.score({k: stats[k] for k in decision.score_stats})
@@ -355,6 +363,39 @@ class DeviceState(TrainState):
         peak = float(np.array([c[3]], np.uint32).view(np.float32)[0])
         return GrowReport(n, n_out, kept, kept_clones - kept, split,
                           (int(c[0]), int(c[1]), int(c[2])), peak, bool(capped))
+
+    def _rank(self, enc, n: int, room: int) -> None:
+        """Record rank.wgsl: the rows of grow_decide's plan allowed to grow within ``room``
+        (``budget`` by each row's rank key): four byte levels of the key, four of the index for
+        the rows at the cut key, then ``state_allowed``."""
+        if self._rank_module is None:
+            self._rank_module = kernels.RANK.variant().module(self.lib)
+        module = self._rank_module
+        self.pool.get(RANK_HIST, 4 * 256)
+        self.pool.get(RANK_CUT, 16)
+        self.pool.write(RANK_CUT, np.array([room, 0, 0, 0], np.uint32))
+        self.pool.encode_clear(enc, RANK_HIST)
+        groups = self._groups(module, "rank_histogram", n)
+        entries = {"plan": PLAN, "keys": RANK_KEYS, "hist": RANK_HIST, "cut": RANK_CUT,
+                   "allowed": "state_allowed"}
+        passes = [(phase, level) for phase in (0, 1) for level in range(4)]
+        binds = []
+        for phase, level in passes + [(0, 0)]:
+            u = np.zeros((), module.struct_dtype("RankParams"))
+            u["n"], u["x_groups"], u["phase"], u["level"] = n, groups[0], phase, level
+            name = self._write(f"rank_{phase}_{level}", None, u)
+            binds.append(self.pool.bind_group(module, 0, {"rp": name, **entries}))
+        cpass = enc.begin_compute_pass(label="grow: rank")
+        for bg in binds[:-1]:
+            cpass.set_bind_group(0, bg)
+            cpass.set_pipeline(module.pipeline("rank_histogram"))
+            cpass.dispatch_workgroups(*groups)
+            cpass.set_pipeline(module.pipeline("rank_select"))
+            cpass.dispatch_workgroups(1)
+        cpass.set_bind_group(0, binds[-1])
+        cpass.set_pipeline(module.pipeline("rank_allow"))
+        cpass.dispatch_workgroups(*groups)
+        cpass.end()
 
     # -- 3DGS-MCMC's operations (MCMCState: declared by strategy/mcmc.py, not the contract) ------------
     def _reloc_bind(self, uniform: str, p: int = 0):

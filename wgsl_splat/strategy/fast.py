@@ -162,18 +162,19 @@ class FastDecision(SplitCloneDecision):
 
     def __init__(self, rnd: FastRound) -> None:
         super().__init__(rnd)
-        self.score_stats = ("fast_err",) if rnd.score == "error" else ("grad_accum", "denom")
+        if rnd.score == "error":     # ranked on the device (RowDecision.score)
+            self.rank_stat, self.score_stats = "fast_err", ("fast_err",)
+        else:
+            self.score_stats = ("grad_accum", "denom")
+
+    def score(self, stats: dict) -> np.ndarray:
+        return super().score(stats) if self.rank_stat else mean_gradient(stats)
 
     def params(self) -> dict:
         r, f32 = self.rnd, np.float32
         return dict(err_min=f32(r.err_min),
                     weight_min=f32(r.weight_min) if r.weight_min > 0 else -OFF,
                     **r.shared_params())
-
-    def score(self, stats: dict) -> np.ndarray:
-        if self.rnd.score == "error":
-            return stats["fast_err"].astype(np.float64)
-        return mean_gradient(stats)
 
     def numpy(self, a: HostArrays, may_grow: np.ndarray) -> Decided:
         t = self.params()

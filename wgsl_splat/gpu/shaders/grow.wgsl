@@ -4,9 +4,9 @@
 //
 //   grow_decide : per row i, the flags of its rows in the grown model — plan[i] (the row itself),
 //                 plan[N + i] (its clone), plan[2N + i] (its split samples) —, its cost
-//                 (plan[3N + i]; read by the host only when the room binds, to rank the rows by
-//                 the decision's host-side score), and the round's tallies (the decision's three
-//                 counts, its peak, the total cost)
+//                 (plan[3N + i]), its rank key (rank_keys[i]: rank.wgsl ranks the rows by it when
+//                 the room binds; a decision ranked on the host reads the costs back instead),
+//                 and the round's tallies (the decision's three counts, its peak, the total cost)
 //   (prefix.wgsl: exclusive scan of plan[0, 3N) -> each kept row's place in the new order)
 //   grow_rows   : the row table (state_rows.wgsl): kept rows, clones, split samples sample-major
 //                 (sample j of source i at plan[2N + i] + j·T2)
@@ -51,6 +51,7 @@ struct Decision {
 @group(0) @binding(6) var<storage, read_write> tallies: array<atomic<u32>>;  // counts 0-2, peak bits, cost
 @group(0) @binding(7) var<storage, read_write> table: array<vec2<u32>>;
 @group(0) @binding(8) var<storage, read> scan_sums: array<u32>;    // prefix.wgsl block sums + total
+@group(0) @binding(9) var<storage, read_write> rank_keys: array<u32>;
 
 // -- what a decision reads ------------------------------------------------------------------------
 fn n_rows() -> u32 {
@@ -99,6 +100,7 @@ fn grow_decide(@builtin(local_invocation_index) lid: u32, @builtin(workgroup_id)
         plan[n + g] = select(0u, 1u, d.clone);
         plan[2u * n + g] = select(0u, 1u, d.split);
         plan[3u * n + g] = d.cost;
+        rank_keys[g] = rank_key(i);
         if (d.counts.x != 0u) {
             atomicAdd(&wg_tallies[0], d.counts.x);
         }
