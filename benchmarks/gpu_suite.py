@@ -20,7 +20,9 @@ saves, and what it reached is reported with ``interrupted``), about 9 minutes in
   more than 1.3× that at 1080p);
 - ``observe``: ``benchmarks/observe_cost.py`` at 1 M Gaussians, 1920×1080: a densification
   round's 10 observed views and 10 validation views, with the images read back to the host (as
-  before 2026-11-28) and on the device, milliseconds and bytes read back per round.
+  before 2026-11-28) and on the device, milliseconds and bytes read back per round;
+- ``rank``: ``benchmarks/rank_cost.py`` at 1 M Gaussians: a capped fast-mode round with its rows
+  ranked on the device (``rank.wgsl``) and on the host (as before 2026-11-29).
 
 Per training workload: N, wall time, it/s, peak device memory, the densification share, the held-out
 metrics per evaluated step. One JSON (``--out``) holds everything; the Markdown rows for
@@ -80,9 +82,15 @@ WORKLOADS = [
 STEPS = [("step_1m", (1_000_000, 1920, 1080), 40), ("step_3m", (3_000_000, 1920, 1080), 50),
          ("emit_4k", (3_000_000, 3840, 2160), 70), ("emit_8k", (3_000_000, 7680, 4320), 130)]
 DRY_STEP = ["-n", "2000", "--width", "96", "--height", "54"]
-#: a round's host traffic (observe_cost.py): (N, width, height), limit in seconds
-OBSERVE = ((1_000_000, 1920, 1080), 60)
-DRY_OBSERVE = ["-n", "2000", "--size", "96x54", "--views", "2", "--pairs", "1"]
+#: a densification round's parts, each way alternated by its script: name -> (script, its
+#: arguments, the dry run's, limit in seconds, what the table's first column says)
+ROUNDS = {
+    "observe": ("observe_cost.py", ["-n", "1000000", "--size", "1920x1080"],
+                ["-n", "2000", "--size", "96x54", "--views", "2", "--pairs", "1"], 60,
+                "{views} views, N {n}, {size}"),
+    "rank": ("rank_cost.py", ["-n", "1000000"], ["-n", "3000", "--pairs", "1"], 60,
+             "a capped round, N {n}, room {room}"),
+}
 #: msplat's stage shares of a step on an Apple M4 (the field's profile on Apple): the raster
 #: backward and the forward render
 MSPLAT_M4 = {"raster backward": 0.54, "forward": 0.29}
@@ -247,24 +255,26 @@ def run_step(name: str, size3: tuple, limit: float, args, work: Path, python: st
     return result
 
 
-def run_observe(limit: float, args, work: Path, python: str) -> dict:
-    (n, width, height), _ = OBSERVE
-    size = DRY_OBSERVE if args.dry_run else ["-n", str(n), "--size", f"{width}x{height}"]
-    out = work / "observe.json"
-    cmd = [python, str(ROOT / "benchmarks" / "observe_cost.py"), *size, "--json", str(out)]
-    print(f"[observe] {' '.join(cmd[1:])} (limit {limit:.0f} s)", flush=True)
-    rc, wall, timed_out = run_limited(cmd, limit, work / "observe.log")
-    result = {"kind": "observe", "command": cmd[1:], "exit_code": rc,
+def run_round(name: str, limit: float, args, work: Path, python: str) -> dict:
+    """One of ROUNDS: its script's JSON (medians, bytes and blocking reads per way) and the
+    first column of its table."""
+    script, full, dry, _, label = ROUNDS[name]
+    out = work / f"{name}.json"
+    cmd = [python, str(ROOT / "benchmarks" / script), *(dry if args.dry_run else full),
+           "--json", str(out)]
+    print(f"[{name}] {' '.join(cmd[1:])} (limit {limit:.0f} s)", flush=True)
+    rc, wall, timed_out = run_limited(cmd, limit, work / f"{name}.log")
+    result = {"kind": "round", "script": script, "command": cmd[1:], "exit_code": rc,
               "ok": rc == 0 and out.exists(), "wall_s": wall, "interrupted": timed_out}
     if result["ok"]:
         report = json.loads(out.read_text())
-        result.update(adapter=report["adapter"], n=report["n"],
-                      size="x".join(map(str, report["size"])), views=report["views"],
-                      median_ms=report["median_ms"], readback_bytes=report["readback_bytes"],
-                      readbacks=report["readbacks"])
+        if "size" in report:
+            report["size"] = "x".join(map(str, report["size"]))
+        result.update({k: v for k, v in report.items() if k != "median_ms"},
+                      median_ms=report["median_ms"], label=label.format(**report))
     else:
-        result["tail"] = (work / "observe.log").read_text(errors="replace")[-2000:]
-    print(f"[observe] {summary_line('observe', result)}", flush=True)
+        result["tail"] = (work / f"{name}.log").read_text(errors="replace")[-2000:]
+    print(f"[{name}] {summary_line(name, result)}", flush=True)
     return result
 
 
@@ -281,7 +291,7 @@ def summary_line(name: str, r: dict) -> str:
     if r["kind"] == "step":
         return (f"N {r['n']} {r['size']}: step {r['step_ms']:.2f} ms, peak {r['peak_mib']:.0f} MiB "
                 f"({r['bytes_per_gaussian']:.0f} B/Gaussian)")
-    if r["kind"] == "observe":
+    if r["kind"] == "round":
         return "; ".join(f"{k} {v:.1f} ms" for k, v in r["median_ms"].items())
     evals = ", ".join(f"@{k}: {_f(e['psnr'], '.2f')} dB" for k, e in sorted(r["eval"].items()))
     return (f"{r['steps']} steps in {r['seconds']:.0f} s ({r['it_per_s']:.1f} it/s), N {r['n']}, "
@@ -296,7 +306,7 @@ def markdown_rows(report: dict) -> str:
               f"{report['date']}; `python benchmarks/gpu_suite.py`):"), "",
              ("| run | steps | N | wall s (without eval+io) | it/s | peak MiB | densify share | "
               "held-out PSNR / SSIM / LPIPS |"), "|---|---|---|---|---|---|---|---|"]
-    steps, observed = [], None
+    steps, rounds = [], []
     for name, r in report["results"].items():
         if r["kind"] == "checks":
             steps_checks = (f"{r['passed']} passed, {r['failed']} failed in {r['wall_s']:.0f} s"
@@ -310,8 +320,8 @@ def markdown_rows(report: dict) -> str:
         if r["kind"] == "step":
             steps.append((name, r))
             continue
-        if r["kind"] == "observe":
-            observed = r
+        if r["kind"] == "round":
+            rounds.append(r)
             continue
         if not r["ok"]:
             lines.append(f"| {name} | failed (exit {r['exit_code']}) | | | | | | |")
@@ -339,15 +349,15 @@ def markdown_rows(report: dict) -> str:
             else:
                 lines.append(f"| {name} | failed (exit {r['exit_code']}) | | | | | | | |")
         lines += stage_share_rows(dict(steps))
-    if observed is not None:
-        lines += ["", "A densification round's host traffic (`benchmarks/observe_cost.py`):"]
-        if observed["ok"]:
-            lines += ["", f"| {observed['views']} views, N {observed['n']}, {observed['size']} | "
-                          "ms per round | bytes read back | blocking reads |", "|---|---|---|---|"]
-            lines += [f"| {k} | {v:.1f} | {observed['readback_bytes'][k]:,} | "
-                      f"{observed['readbacks'][k]} |" for k, v in observed["median_ms"].items()]
+    for r in rounds:
+        lines += ["", f"A densification round's host traffic (`benchmarks/{r['script']}`):"]
+        if r["ok"]:
+            lines += ["", f"| {r['label']} | ms per round | bytes read back | blocking reads |",
+                      "|---|---|---|---|"]
+            lines += [f"| {k} | {v:.1f} | {r['readback_bytes'][k]:,} | {r['readbacks'][k]} |"
+                      for k, v in r["median_ms"].items()]
         else:
-            lines += ["", f"failed (exit {observed['exit_code']})"]
+            lines += ["", f"failed (exit {r['exit_code']})"]
     lines += ["", ("Targets (issue 23): lego 30 k ≥ 35.9 dB; densification ≤ 3 % of wall time at "
                    "≥ 1 M Gaussians; the step at 1 M Gaussians / 1080p ≤ 15 ms on an H100.")]
     return "\n".join(lines)
@@ -386,7 +396,7 @@ def main(argv=None) -> int:
     p.add_argument("--data-dir", help="where lego/ and fox/ are ($WGSL_SPLAT_DATA, ../shared/data)")
     p.add_argument("--work", help="run folders and logs (default: a temporary folder, removed)")
     p.add_argument("--only", help="comma-separated workloads: checks,lego,lego_fast,fox,step_1m,"
-                                  "step_3m,emit_4k,emit_8k,observe")
+                                  "step_3m,emit_4k,emit_8k,observe,rank")
     p.add_argument("--adapter", help="the GPU adapter whose name contains this")
     p.add_argument("--limit-scale", type=float, default=1.0,
                    help="multiply every workload's wall-clock limit")
@@ -397,7 +407,7 @@ def main(argv=None) -> int:
     p.add_argument("--update-docs", nargs="?", const=str(DOCS), default=None, metavar="MD",
                    help="replace the gpu_suite block of docs/benchmarks.md (or MD) with the rows")
     args = p.parse_args(argv)
-    names = ["checks"] + [w.name for w in WORKLOADS] + [s[0] for s in STEPS] + ["observe"]
+    names = ["checks"] + [w.name for w in WORKLOADS] + [s[0] for s in STEPS] + list(ROUNDS)
     only = [s.strip() for s in args.only.split(",")] if args.only else names
     unknown = set(only) - set(names)
     if unknown:
@@ -433,10 +443,11 @@ def main(argv=None) -> int:
                 left = limit(own)
                 report["results"][name] = (run_step(name, size3, left, args, work, python)
                                            if left >= 20 else skipped(name))
-        if "observe" in only:
-            left = limit(OBSERVE[1])
-            report["results"]["observe"] = (run_observe(left, args, work, python) if left >= 20
-                                            else skipped("observe"))
+        for name, (_, _, _, own, _) in ROUNDS.items():
+            if name in only:
+                left = limit(own)
+                report["results"][name] = (run_round(name, left, args, work, python)
+                                           if left >= 20 else skipped(name))
     finally:
         if tmp is not None:
             tmp.cleanup()

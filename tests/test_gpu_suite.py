@@ -31,13 +31,14 @@ def test_dry_run_writes_the_json_the_rows_and_the_docs_block(tmp_path, lego_dir,
     docs = tmp_path / "benchmarks.md"
     docs.write_text(f"# head\n\n{suite.BEGIN}\nold rows\n{suite.END}\n\ntail\n")
     out = tmp_path / "suite.json"
-    rc = suite.main(["--dry-run", "--only", "checks,lego,step_1m,observe", "--out", str(out),
+    rc = suite.main(["--dry-run", "--only", "checks,lego,step_1m,observe,rank", "--out", str(out),
                      "--data-dir",
                      str(lego_dir.parent), "--work", str(tmp_path / "work"),
                      "--update-docs", str(docs)])
     report = json.loads(out.read_text())
     assert rc == 0, json.dumps(report, indent=1)[-3000:]
-    assert report["dry_run"] and set(report["results"]) == {"checks", "lego", "step_1m", "observe"}
+    assert report["dry_run"]
+    assert set(report["results"]) == {"checks", "lego", "step_1m", "observe", "rank"}
     lego, step = report["results"]["lego"], report["results"]["step_1m"]
     checks = report["results"]["checks"]
     assert checks["ok"] and checks["passed"] >= 4 and checks["failed"] == 0, checks
@@ -56,8 +57,12 @@ def test_dry_run_writes_the_json_the_rows_and_the_docs_block(tmp_path, lego_dir,
     assert observed["readback_bytes"]["observe, device"] < 1024              # the counts only
     assert observed["readbacks"]["observe, device"] == 1      # the views' counts, at once
     assert observed["readbacks"]["observe, host"] >= 2       # an image per view
+    ranked = report["results"]["rank"]
+    assert ranked["ok"] and ranked["n"] == 3000 and 0 < ranked["room"] < ranked["wanted"], ranked
+    assert ranked["readbacks"]["ranked on the device"] == 2          # the round's counts
+    assert ranked["readback_bytes"]["ranked on the host"] >= 3000 * 4 * 6   # costs, statistics
     rows = out.with_suffix(".md").read_text()
-    assert "| observe, device | " in rows
+    assert "| observe, device | " in rows and "| ranked on the device | " in rows
     assert "| lego | 20 | " in rows and "| step_1m | 2000 | 96x54 |" in rows
     assert "Checks on the device (both layouts, sentinel tails): " in rows
     assert "| stage of the 1 M / 1080p step | ms | share | msplat on an M4 |" in rows
