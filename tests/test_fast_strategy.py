@@ -271,14 +271,14 @@ def test_a_capped_round_is_ranked_on_the_device(gpu_ctx, kind):
     """When the room binds, rank.wgsl picks the rows that grow as ``budget`` does (the most error
     first, ties by lower index, while the costs fit), with nothing read back but the round's
     counts: ranks drawn from a few values (ties at every cut, zeros, negative zeros and negative
-    values, which rank as zero), rows of cost 1 and 2 (clones, 3-way splits), many workgroups,
+    values, which rank as zero), rows of cost 1 and 2 (clones, 3-way splits), several workgroups,
     rooms from none to all but one; the allowed rows themselves are compared."""
     from wgsl_splat.contract.state import budget
     from wgsl_splat.gpu.layout import Layout
     from wgsl_splat.gpu.step import GpuTrainStep
 
     rng = np.random.default_rng()
-    n = 3000
+    n = 10_000                    # ten workgroups of rank_histogram's 1 024 rows
     a = fast_arrays(rng, n)
     a.stats["fast_err"][:] = rng.choice(np.float32([-1.0, -0.0, 0.0, 0.5, 2.0, 2.5, 7.0]), n)
     a.stats["fast_err"][rng.uniform(size=n) < 0.1] = rng.uniform(0, 5, 1)   # one more big tie

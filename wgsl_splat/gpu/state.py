@@ -375,15 +375,19 @@ class DeviceState(TrainState):
         self.pool.get(RANK_CUT, 16)
         self.pool.write(RANK_CUT, np.array([room, 0, 0, 0], np.uint32))
         self.pool.encode_clear(enc, RANK_HIST)
-        groups = self._groups(module, "rank_histogram", n)
+        rows = module.constant("ROWS")
+        groups = self._groups(module, "rank_histogram", -(-n // rows))
+        allow_groups = self._groups(module, "rank_allow", n)
         entries = {"plan": PLAN, "keys": RANK_KEYS, "hist": RANK_HIST, "cut": RANK_CUT,
                    "allowed": "state_allowed"}
         passes = [(phase, level) for phase in (0, 1) for level in range(4)]
         binds = []
-        for phase, level in passes + [(0, 0)]:
+        for item in passes + [None]:     # the histogram levels, then rank_allow
             u = np.zeros((), module.struct_dtype("RankParams"))
-            u["n"], u["x_groups"], u["phase"], u["level"] = n, groups[0], phase, level
-            name = self._write(f"rank_{phase}_{level}", None, u)
+            u["n"], u["x_groups"] = n, (groups if item else allow_groups)[0]
+            if item:
+                u["phase"], u["level"] = item
+            name = self._write("rank_{}_{}".format(*item) if item else "rank_allow", None, u)
             binds.append(self.pool.bind_group(module, 0, {"rp": name, **entries}))
         cpass = enc.begin_compute_pass(label="grow: rank")
         for bg in binds[:-1]:
@@ -394,7 +398,7 @@ class DeviceState(TrainState):
             cpass.dispatch_workgroups(1)
         cpass.set_bind_group(0, binds[-1])
         cpass.set_pipeline(module.pipeline("rank_allow"))
-        cpass.dispatch_workgroups(*groups)
+        cpass.dispatch_workgroups(*allow_groups)
         cpass.end()
 
     # -- 3DGS-MCMC's operations (MCMCState: declared by strategy/mcmc.py, not the contract) ------------

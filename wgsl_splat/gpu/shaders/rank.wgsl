@@ -17,6 +17,9 @@
 // are small integers whose sum over the rows fits a u32.
 
 const WG: u32 = 256u;           // threads per workgroup (the host reads it from here)
+// rows per thread of rank_histogram, strided by WG (the host reads it from here): the bins'
+// clearing and flush are paid once per ROWS * WG rows
+const ROWS: u32 = 4u;
 
 struct RankParams {
     n: u32,               // rows
@@ -56,15 +59,18 @@ fn phase_key(g: u32) -> vec2<u32> {
 fn rank_histogram(@builtin(local_invocation_index) lid: u32, @builtin(workgroup_id) wid: vec3<u32>) {
     atomicStore(&wg_hist[lid], 0u);
     workgroupBarrier();
-    let g = row_of(lid, wid);
-    if (g < rp.n) {
-        let k = phase_key(g);
-        let shift = 24u - 8u * rp.level;
-        // the bytes above this level must equal the cut's so far (none at level 0)
-        let high = select(0xffffffffu << (shift + 8u), 0u, rp.level == 0u);
-        let chosen = select(cut[2], cut[1], rp.phase == 0u);
-        if (k.y != 0u && (k.x & high) == (chosen & high)) {
-            atomicAdd(&wg_hist[(k.x >> shift) & 255u], plan[3u * rp.n + g]);
+    let shift = 24u - 8u * rp.level;
+    // the bytes above this level must equal the cut's so far (none at level 0)
+    let high = select(0xffffffffu << (shift + 8u), 0u, rp.level == 0u);
+    let chosen = select(cut[2], cut[1], rp.phase == 0u) & high;
+    let first = (wid.x + wid.y * rp.x_groups) * WG * ROWS + lid;
+    for (var r = 0u; r < ROWS; r = r + 1u) {
+        let g = first + r * WG;
+        if (g < rp.n) {
+            let k = phase_key(g);
+            if (k.y != 0u && (k.x & high) == chosen) {
+                atomicAdd(&wg_hist[(k.x >> shift) & 255u], plan[3u * rp.n + g]);
+            }
         }
     }
     workgroupBarrier();
