@@ -16,15 +16,13 @@ reads per round (a GPU waits idle through each).
 from __future__ import annotations
 
 import argparse
-import json
-import statistics
 import sys
-import time
 from pathlib import Path
 
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from round_cost import alternate, finish  # noqa: E402  (beside this script)
 
 
 def main(argv=None) -> int:
@@ -71,27 +69,9 @@ def main(argv=None) -> int:
 
     variants = {"observe, host": host_observe, "observe, device": device_observe,
                 "validation, host": host_errors, "validation, device": device_errors}
-    times = {k: [] for k in variants}
-    read, reads = {}, {}
-    for _ in range(args.pairs):
-        for name, fn in variants.items():
-            step.synchronize()
-            before, waits = step.counters["readback_bytes"], step.counters["readbacks"]
-            t = time.perf_counter()
-            fn()
-            read[name] = step.counters["readback_bytes"] - before    # not the waits around it
-            reads[name] = step.counters["readbacks"] - waits
-            step.synchronize()
-            times[name].append(time.perf_counter() - t)
     out = {"size": [w, h], "n": args.n, "views": args.views, "adapter": ctx.name,
-           "median_ms": {k: 1000 * statistics.median(v) for k, v in times.items()},
-           "readback_bytes": read, "readbacks": reads}
-    for k in variants:
-        print(f"{k:20s} {out['median_ms'][k]:9.1f} ms per round   {read[k]:>12,} bytes read back "
-              f"in {reads[k]} blocking read(s)")
-    if args.json:
-        Path(args.json).write_text(json.dumps(out, indent=1))
-    return 0
+           **alternate(step, variants, args.pairs)}
+    return finish(out, args.json)
 
 
 if __name__ == "__main__":

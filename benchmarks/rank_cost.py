@@ -13,15 +13,14 @@ blocking reads per round.
 from __future__ import annotations
 
 import argparse
-import json
-import statistics
 import sys
-import time
+from functools import partial
 from pathlib import Path
 
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from round_cost import alternate, finish  # noqa: E402  (beside this script)
 
 
 def main(argv=None) -> int:
@@ -63,31 +62,22 @@ def main(argv=None) -> int:
     wanted = int(np.sum(FastDecision(rnd).numpy(a, np.ones(args.n, bool)).cost))
     room = wanted // 3
     variants = {"ranked on the device": FastDecision(rnd), "ranked on the host": HostRanked(rnd)}
-    times = {k: [] for k in variants}
-    read, reads = {}, {}
-    for _ in range(args.pairs):
-        for name, decision in variants.items():
-            step.state.upload(a)          # the same state before each round
-            step.synchronize()
-            before, waits = step.counters["readback_bytes"], step.counters["readbacks"]
-            t = time.perf_counter()
-            report = step.state.grow(decision, room)
-            read[name] = step.counters["readback_bytes"] - before
-            reads[name] = step.counters["readbacks"] - waits
-            step.synchronize()
-            times[name].append(time.perf_counter() - t)
-            assert report.capped, report
-    out = {"n": args.n, "room": room, "wanted": wanted, "adapter": ctx.name,
-           "median_ms": {k: 1000 * statistics.median(v) for k, v in times.items()},
-           "readback_bytes": read, "readbacks": reads}
-    print(f"N {args.n}, {wanted} rows' worth want to grow, room {room} ({ctx.name})")
-    for k in variants:
-        print(f"{k:22s} {out['median_ms'][k]:9.1f} ms per round   {read[k]:>12,} bytes read back "
-              f"in {reads[k]} blocking read(s)")
-    if args.json:
-        Path(args.json).write_text(json.dumps(out, indent=1))
-    return 0
 
+    def prepare():
+        step.state.upload(a)          # the same state before each round
+
+    def grow(decision):
+        report = step.state.grow(decision, room)
+        assert report.capped, report
+
+    for decision in variants.values():      # warm-up: the pipelines compiled
+        prepare()
+        grow(decision)
+    out = {"n": args.n, "room": room, "wanted": wanted, "adapter": ctx.name,
+           **alternate(step, {k: partial(grow, d) for k, d in variants.items()}, args.pairs,
+                       prepare)}
+    print(f"N {args.n}, {wanted} rows' worth want to grow, room {room} ({ctx.name})")
+    return finish(out, args.json)
 
 if __name__ == "__main__":
     raise SystemExit(main())
