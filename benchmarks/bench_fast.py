@@ -178,6 +178,21 @@ def table(args) -> None:
         print(f"- {r['scene']} {r['mode']} s{r['seed']}: {points}")
 
 
+def flags_of(result: dict) -> str:
+    """The flags a run added to its mode's, but the resolution (the scene's setting)."""
+    run_args, mode_args = result.get("args") or [], MODES[result["mode"]]
+    n = len(mode_args)
+    ends = [i + n for i in range(len(run_args) - n + 1) if run_args[i:i + n] == mode_args]
+    extra = run_args[ends[-1]:] if ends else []
+    kept, skip = [], False
+    for a in extra:
+        if skip or a in ("-r", "--resolution"):
+            skip = not skip
+            continue
+        kept.append(a)
+    return " ".join(kept)
+
+
 def plot(args) -> None:
     import matplotlib
 
@@ -191,11 +206,13 @@ def plot(args) -> None:
     for col, scene in enumerate(scenes):
         for r in (r for r in results if r["scene"] == scene):
             x = [p[args.x] / 60 for p in r["curve"]]
+            flags = flags_of(r)       # a variant: dashed, its flags in the label
             for row, key in enumerate(("psnr", "ssim")):
                 ax = axes[row][col]
-                ax.plot(x, [p[key] for p in r["curve"]], "o-", ms=3, lw=1.2,
+                ax.plot(x, [p[key] for p in r["curve"]], "o--" if flags else "o-", ms=3, lw=1.2,
                         color=colours[r["mode"]], alpha=0.85,
-                        label=f"{r['mode']} (seed {r['seed']}, N {r['n'] // 1000} k"
+                        label=f"{r['mode']}{' ' + flags if flags else ''} (seed {r['seed']}, "
+                              f"N {r['n'] // 1000} k"
                               + (", stopped early)" if r.get("partial") else ")"))
         for row, key in enumerate(("held-out PSNR (dB)", "held-out SSIM")):
             ax = axes[row][col]
