@@ -586,6 +586,7 @@ class GpuTrainStep(TrainStep):
             self._observe = OBSERVE.variant().module(self.lib)
         module, r = self._observe, self.renderer
         block = module.workgroup_size("observe")[0]
+        on_device = isinstance(weights, ErrorMaps)
 
         def encode(cpass, view):
             if not r.num:
@@ -612,7 +613,6 @@ class GpuTrainStep(TrainStep):
                     "stats": page_name("stats", page.index), "counters": "counters"}))
                 cpass.dispatch_workgroups(*groups)
 
-        on_device = isinstance(weights, ErrorMaps)
         if on_device:
             self._views_in_rings(views, encode, "observing the views",
                                  active_sh_degree=active_sh_degree)

@@ -37,6 +37,7 @@ struct RankParams {
 @group(0) @binding(4) var<storage, read_write> cut: array<u32, 4>;
 @group(0) @binding(5) var<storage, read_write> allowed: array<u32>;
 
+// one bin per thread: WG must stay 256 (each thread clears, flushes and selects its own bin)
 var<workgroup> wg_hist: array<atomic<u32>, 256>;
 var<workgroup> wg_bins: array<u32, 256>;
 
