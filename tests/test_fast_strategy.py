@@ -4,6 +4,7 @@ resume, the bad input it refuses, and a short lego run that must keep its measur
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 
@@ -479,6 +480,7 @@ def test_the_fast_strategy_trains_and_resumes(tmp_path, device, gpu_ctx):
         assert sorted(k[6:] for k in z.files if k.startswith("stats.")) == sorted(FAST_STATS)
     assert meta["strategy"] == {"name": "fast", "state": {"n0": 600, "detail_budget": None,
                                                           "validation_best": None,
+                                                          "validation_rises": 0,
                                                           "validation_stopped_at": None}}
     resumed, rsummary, _ = run(tmp_path / "resumed", cfg, resume=str(ckpt), **kw)
     assert resumed.strategy.n0 == 600 and rsummary["iterations"] == 24
@@ -515,31 +517,41 @@ def test_withheld_views_are_every_nth_until_growth_stops():
 
 def test_densification_ends_when_the_withheld_views_error_rises_and_stays_ended_on_resume():
     """Each withheld view is rendered once per validating round (every validation_interval
-    steps while densifying); the first mean L1 more than validation_tolerance above the lowest so
-    far ends densification at that step: no round from it on, the views train again."""
-    views = StubViews(20, errors=[0.5, 0.3, 0.2, 0.2, 0.203, 0.2, 0.25, 0.3])
-    cfg = FastConfig(validation_every_nth=10, validation_interval=500, start=500, stop=3000,
-                     grow_until=3000, budget=20_000)
-    fast = Fast(cfg, ctx(views=views, iters=5000))
+    steps while densifying); a mean L1 more than validation_tolerance above the lowest so far holds
+    its round (it grows nothing), and validation_patience such checks in a row end densification
+    at the last: no round from it on, the views train again."""
+    views = StubViews(20, errors=[0.5, 0.3, 0.2, 0.2, 0.203, 0.2, 0.25, 0.3, 0.2, 0.202,
+                                  0.25, 0.25, 0.3, 0.3])
+    cfg = FastConfig(validation_every_nth=10, validation_interval=500, start=500, stop=5000,
+                     grow_until=5000, budget=20_000, validation_patience=2)
+    fast = Fast(cfg, ctx(views=views, iters=8000))
     check = fast.validation.check
     assert check(500, 1000, "fast")[0].endswith("L1 0.40000")
     assert check(700, 2000, "fast") == []                          # not on the interval
     assert "L1 0.20000" in check(1000, 3000, "fast")[0] and fast.validation.stopped_at is None
-    assert "L1 0.20150" in check(1500, 3500, "fast")[0] and fast.refine_stop == 3000  # within 2 %
+    assert "L1 0.20150" in check(1500, 3500, "fast")[0] and fast.refine_stop == 5000  # within 2 %
     assert fast.round_due(2000) and fast.withheld(2000) == {5, 15}
-    line = check(2000, 4000, "fast")[0]
-    assert "37.5% above its lowest 0.20000: densification ends at N 4000" in line, line
-    assert [i for i, _ in views.asked] == [5, 15] * 4
-    assert fast.refine_stop == 2000 and fast.validation.ended(2000)
-    assert not any(fast.round_due(it) for it in range(2001, 3001))   # the last round was 1 900
-    assert fast.withheld(2000) == frozenset()                        # they train from here
-    assert check(2500, 4100, "fast") == [] and len(views.asked) == 8   # ended: no more renders
-    resumed = Fast(cfg, ctx(views=StubViews(20), iters=5000))
+    line = check(2000, 4000, "fast")[0]                            # a transient
+    assert line.endswith("37.5% above its lowest 0.20000 (1 of 2 in a row): the round grows "
+                         "nothing"), line
+    assert fast.validation.skips(2000) and not fast.validation.ended(2000)
+    assert fast.refine_stop == 5000 and fast.round_due(2500) and fast.withheld(2500) == {5, 15}
+    assert check(2500, 4000, "fast")[0].endswith("L1 0.20100")    # back within: the count restarts
+    assert not fast.validation.skips(2500) and fast.validation.rises == 0
+    assert check(3000, 4000, "fast")[0].endswith("(1 of 2 in a row): the round grows nothing")
+    line = check(3500, 4000, "fast")[0]
+    assert line.endswith("50.0% above its lowest 0.20000: densification ends at N 4000"), line
+    assert [i for i, _ in views.asked] == [5, 15] * 7
+    assert fast.refine_stop == 3500 and fast.validation.ended(3500) and fast.validation.skips(3500)
+    assert not any(fast.round_due(it) for it in range(3501, 5001))   # the last round was 3 400
+    assert fast.withheld(3500) == frozenset()                        # they train from here
+    assert check(4000, 4100, "fast") == [] and len(views.asked) == 14   # ended: no more renders
+    resumed = Fast(cfg, ctx(views=StubViews(20), iters=8000))
     resumed.load_state_dict(json.loads(json.dumps(fast.state_dict())))
-    assert resumed.refine_stop == 2000 and resumed.validation.best == 0.2
-    assert not resumed.round_due(2100) and resumed.withheld(2100) == frozenset()
+    assert resumed.refine_stop == 3500 and resumed.validation.best == 0.2
+    assert not resumed.round_due(3600) and resumed.withheld(3600) == frozenset()
     # a checkpoint of the first version (growth capped at frozen_n): densification is over
-    old = Fast(cfg, ctx(views=StubViews(20), iters=5000))
+    old = Fast(cfg, ctx(views=StubViews(20), iters=8000))
     old.load_state_dict({"n0": 1000, "validation_best": 0.2, "frozen_n": 4000})
     assert old.refine_stop == 0 and not old.round_due(2100) and old.withheld(100) == frozenset()
     # off: no render, the budget's ramp alone
@@ -549,12 +561,61 @@ def test_densification_ends_when_the_withheld_views_error_rises_and_stays_ended_
     assert off.round_due(2900)
 
 
+def test_a_patience_of_one_ends_densification_at_the_first_rise_and_resume_keeps_the_count():
+    views = StubViews(20, errors=[0.2, 0.2, 0.21, 0.21])
+    cfg = FastConfig(validation_every_nth=10, validation_interval=100, start=500, stop=3000,
+                     validation_patience=1)
+    fast = Fast(cfg, ctx(views=views, iters=5000))
+    fast.validation.check(500, 1000, "fast")
+    assert "5.0% above its lowest 0.20000: densification ends" in fast.validation.check(
+        600, 1000, "fast")[0]
+    assert fast.refine_stop == 600
+    # one rise of two, saved and resumed: the next rise ends it
+    views = StubViews(20, errors=[0.2, 0.2, 0.21, 0.21])
+    held = Fast(dataclasses.replace(cfg, validation_patience=2), ctx(views=views, iters=5000))
+    held.validation.check(500, 1000, "fast")
+    held.validation.check(600, 1000, "fast")
+    state = json.loads(json.dumps(held.state_dict()))
+    assert state["validation_rises"] == 1 and held.refine_stop == 3000
+    resumed = Fast(held.config, ctx(views=StubViews(20, errors=[0.25, 0.25]), iters=5000))
+    resumed.load_state_dict(state)
+    assert "densification ends" in resumed.validation.check(700, 1000, "fast")[0]
+    assert resumed.refine_stop == 700
+
+
+def test_a_held_round_grows_nothing_and_keeps_the_opacity_reset_on_its_step():
+    """ADC's round at a reset step held by a rise: the reset still happens (and restarts the
+    comparison), the split/clone/prune does not."""
+    views = StubViews(20, errors=[e for e in (0.2, 0.25) for _ in (5, 15)])
+    adc = ADC(ADCConfig(validation_every_nth=10, validation_interval=100, start=500, stop=15_000,
+                        opacity_reset_every=3000, max_params_per_observation=0,
+                        validation_patience=2),
+              ctx(views=views, iters=30_000))
+    state = HostState(random_arrays(np.random.default_rng(5), 50,
+                                    stats=tuple(s.name for s in ADC.statistics)))
+
+    def every_row_would_densify():
+        state.arrays.stats["grad_accum"][:] = 1.0
+        state.arrays.stats["denom"][:] = 1.0
+
+    every_row_would_densify()
+    adc.after_step(2900, state)
+    n = state.n
+    assert n > 50
+    every_row_would_densify()
+    lines = adc.after_step(3000, state)
+    assert "the round grows nothing" in lines[0] and "opacity reset" in lines[-1], lines
+    assert len(lines) == 2 and state.n == n and adc.validation.best is None
+    assert adc.validation.rises == 0 and adc.refine_stop == 15_000
+
+
 def test_an_opacity_reset_restarts_the_lowest_error():
     """A reset raises every view's error for a while: the comparison restarts after it, so ADC's
     resets inside densification do not end it."""
-    views = StubViews(20, errors=[e for e in (0.2, 0.1, 0.3, 0.25, 0.26) for _ in (5, 15)])
+    views = StubViews(20, errors=[e for e in (0.2, 0.1, 0.3, 0.25, 0.26, 0.27) for _ in (5, 15)])
     adc = ADC(ADCConfig(validation_every_nth=10, validation_interval=100, start=500, stop=15_000,
-                        opacity_reset_every=3000, max_params_per_observation=0),
+                        opacity_reset_every=3000, max_params_per_observation=0,
+                        validation_patience=2),
               ctx(views=views, iters=30_000))
     state = HostState(random_arrays(np.random.default_rng(5), 50,
                                     stats=tuple(s.name for s in ADC.statistics)))
@@ -565,10 +626,11 @@ def test_an_opacity_reset_restarts_the_lowest_error():
     adc.after_step(3100, state)                   # 0.3: a new lowest, not a rise over 0.1
     adc.after_step(3200, state)
     assert adc.validation.best == 0.25 and adc.validation.stopped_at is None
-    assert "4.0% above its lowest 0.25000: densification ends" in adc.after_step(3300, state)[0]
-    assert adc.validation.stopped_at == 3300 and adc.refine_stop == 3300
+    assert "4.0% above its lowest 0.25000 (1 of 2" in adc.after_step(3300, state)[0]
+    assert "8.0% above its lowest 0.25000: densification ends" in adc.after_step(3400, state)[0]
+    assert adc.validation.stopped_at == 3400 and adc.refine_stop == 3400
     assert adc.after_step(6000, state) == []      # no round and no reset after it
-    assert adc.withheld(3300) == frozenset()
+    assert adc.withheld(3400) == frozenset()
 
 
 @pytest.mark.parametrize("strategy", ["fast", "adc"])

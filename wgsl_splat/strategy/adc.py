@@ -72,6 +72,7 @@ class ADCConfig:
     validation_every_nth: int = shared_option("validation_every_nth")
     validation_interval: int = shared_option("validation_interval")
     validation_tolerance: float = shared_option("validation_tolerance")
+    validation_patience: int = shared_option("validation_patience")
 
 
 @dataclass(frozen=True)
@@ -199,29 +200,35 @@ class ADC(Strategy):
         lines = []
         if self.round_due(it):
             lines += self.validation.check(it, state.n, "adc")
-            if self.validation.ended(it):
-                return lines
-            rnd = ADCRound(
-                **SplitCloneRound.shared_fields(c, self.ctx, it),
-                max_screen_size=c.max_screen_size if after_first_reset(c, it) else 0.0,
-                room=max(0, self.cap - state.n))
-            report = adc_round(state, rnd)
-            lines.append(f"step {it}: {report.line()}")
-            if report.max_grad == 0.0 and not self.zero_grad_warned:
-                self.ctx.log("WARNING: densification statistics are all zero — no gradient "
-                             "reached the screen-space means; no Gaussian can densify.")
-                self.zero_grad_warned = True
-            if report.capped and self.cap < c.max_gaussians and not self.cap_logged:
-                if self.cap == self.data_cap:
-                    why = (f"as many as the training views' {self.ctx.observations} observed "
-                           f"values can constrain (--max-params-per-observation "
-                           f"{c.max_params_per_observation:g}; 0 turns this off)")
-                else:
-                    why = ("the most this adapter's memory holds beside the training views "
-                           "(WGSL_SPLAT_DEVICE_MEMORY sets it; a lower --sh-degree holds more)")
-                self.ctx.log(f"step {it}: densification capped at {self.cap} Gaussians, {why}")
-                self.cap_logged = True
+            if not self.validation.skips(it):
+                lines += self.run_round(it, state)
         return lines + opacity_reset(c, self.ctx, it, state, self.validation)
+
+    def run_round(self, iteration: int, state: TrainState) -> list[str]:
+        """The round at ``iteration``: split, clone and prune; its log lines."""
+        c, it = self.config, iteration
+        lines = []
+        rnd = ADCRound(
+            **SplitCloneRound.shared_fields(c, self.ctx, it),
+            max_screen_size=c.max_screen_size if after_first_reset(c, it) else 0.0,
+            room=max(0, self.cap - state.n))
+        report = adc_round(state, rnd)
+        lines.append(f"step {it}: {report.line()}")
+        if report.max_grad == 0.0 and not self.zero_grad_warned:
+            self.ctx.log("WARNING: densification statistics are all zero — no gradient "
+                         "reached the screen-space means; no Gaussian can densify.")
+            self.zero_grad_warned = True
+        if report.capped and self.cap < c.max_gaussians and not self.cap_logged:
+            if self.cap == self.data_cap:
+                why = (f"as many as the training views' {self.ctx.observations} observed "
+                       f"values can constrain (--max-params-per-observation "
+                       f"{c.max_params_per_observation:g}; 0 turns this off)")
+            else:
+                why = ("the most this adapter's memory holds beside the training views "
+                       "(WGSL_SPLAT_DEVICE_MEMORY sets it; a lower --sh-degree holds more)")
+            self.ctx.log(f"step {it}: densification capped at {self.cap} Gaussians, {why}")
+            self.cap_logged = True
+        return lines
 
     def state_dict(self) -> dict:
         return dict(cap_logged=self.cap_logged, zero_grad_warned=self.zero_grad_warned,

@@ -123,6 +123,7 @@ class FastConfig:
     validation_every_nth: int = shared_option("validation_every_nth")
     validation_interval: int = shared_option("validation_interval")
     validation_tolerance: float = shared_option("validation_tolerance")
+    validation_patience: int = shared_option("validation_patience")
     score: str = option("error", "What ranks the rows when more want to grow than the room "
                                  "holds: the error they are part of over the observed views, or "
                                  "3DGS's mean gradient.", choices=("error", "gradient"))
@@ -321,23 +322,25 @@ class Fast(Strategy):
             if self.n0 is None:
                 self.n0 = state.n
             lines += self.validation.check(it, state.n, "fast")
-            if self.validation.ended(it):
-                return lines
-            room = max(0, min(self.target(it, self.n0) - state.n,
-                              int(c.max_growth * state.n) + 1))
-            # the views are observed only when their statistics decide something
-            needed = (room and (c.score == "error" or c.min_error_pixels > 0)) or c.min_weight > 0
-            seen = self.observe(it) if needed else 0
-            rnd = FastRound(**SplitCloneRound.shared_fields(c, self.ctx, it),
-                            err_min=c.min_error_pixels * seen, weight_min=c.min_weight * seen,
-                            score=c.score)
-            g = state.grow(FastDecision(rnd), room)
-            state.clear_stats()
-            lines.append(f"step {it}: fast: N {g.before} -> {g.after} (+{g.cloned} cloned, "
-                         f"{g.split} split, -{g.counts[2]} pruned; room {room} of budget "
-                         f"{self.budget}, resolution 1/{self.resolution(it)})"
-                         + ("; capped" if g.capped else ""))
+            if not self.validation.skips(it):
+                lines.append(self.run_round(it, state))
         return lines + opacity_reset(c, self.ctx, it, state, self.validation)
+
+    def run_round(self, iteration: int, state: TrainState) -> str:
+        """The round at ``iteration``: observe, grow within the room, prune; its log line."""
+        c, it = self.config, iteration
+        room = max(0, min(self.target(it, self.n0) - state.n, int(c.max_growth * state.n) + 1))
+        # the views are observed only when their statistics decide something
+        needed = (room and (c.score == "error" or c.min_error_pixels > 0)) or c.min_weight > 0
+        seen = self.observe(it) if needed else 0
+        rnd = FastRound(**SplitCloneRound.shared_fields(c, self.ctx, it),
+                        err_min=c.min_error_pixels * seen, weight_min=c.min_weight * seen,
+                        score=c.score)
+        g = state.grow(FastDecision(rnd), room)
+        state.clear_stats()
+        return (f"step {it}: fast: N {g.before} -> {g.after} (+{g.cloned} cloned, {g.split} "
+                f"split, -{g.counts[2]} pruned; room {room} of budget {self.budget}, "
+                f"resolution 1/{self.resolution(it)})" + ("; capped" if g.capped else ""))
 
     def state_dict(self) -> dict:
         return dict(n0=self.n0, detail_budget=self.detail_budget, **self.validation.state_dict())

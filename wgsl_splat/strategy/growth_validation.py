@@ -2,12 +2,14 @@
 
 Every ``validation_every_nth`` training view is withheld from the steps and from the growth's
 observations while the strategy densifies. Every ``validation_interval`` steps, before a round
-grows, their mean L1 (the loss's L1 term) is measured; the first time it is more than
+grows, their mean L1 (the loss's L1 term) is measured. A round whose error is more than
 ``validation_tolerance`` above its lowest since the last opacity reset (a reset raises every view's
-error for a while), densification ends at that step as it would at ``stop``: no more rounds or
-resets, and the withheld views train from then on. Gaussians beyond what the views constrain fit the
-training views at the others' expense (mouse's fog, docs/benchmarks.md); only views the growth has
-not seen show it. The test views are never used.
+error for a while) grows nothing; at ``validation_patience`` such rounds in a row, densification
+ends at that step as it would at ``stop``: no more rounds or resets, and the withheld views train
+from then on. Gaussians beyond what the views constrain fit the training views at the others'
+expense (mouse's fog, docs/benchmarks.md); only views the growth has not seen show it. One rise
+alone may be a transient (fox's error rises for a check after each SH degree increase), not the
+growth overfitting. The test views are never used.
 
 The options are declared with the shared split/clone/prune options
 (:class:`~wgsl_splat.strategy.split_clone_prune.SplitClonePruneOptions`); a strategy keeps one
@@ -26,7 +28,9 @@ class GrowthValidation:
         self.config = config
         self.ctx = ctx
         self.best: float | None = None         # the withheld views' lowest L1 since the last reset
-        self.stopped_at: int | None = None     # the step at which their error rose
+        self.rises = 0                         # checks above the tolerance in a row
+        self.held_at: int | None = None        # the last check above it that did not end growth
+        self.stopped_at: int | None = None     # the check that ended densification
 
     @property
     def stop(self) -> int:
@@ -50,35 +54,49 @@ class GrowthValidation:
     def after_reset(self) -> None:
         """An opacity reset: the errors before it are no measure of the model after it."""
         self.best = None
+        self.rises = 0
 
     def check(self, iteration: int, n: int, name: str) -> list[str]:
         """At a round on the interval, before it grows: the withheld views' L1 (log lines of
-        strategy ``name``); the first time it is more than ``validation_tolerance`` above its
-        lowest, densification ends here (:attr:`stopped_at`; the round is not run)."""
+        strategy ``name``). More than ``validation_tolerance`` above its lowest, the round is held
+        (:meth:`skips`); at the ``validation_patience``-th such check in a row densification ends
+        here (:attr:`stopped_at`)."""
         c = self.config
         ids = self.ids()
         if not ids or iteration % c.validation_interval or iteration >= self.stop:
             return []
         err = float(np.mean(self.ctx.views.errors(ids, iteration)))
         best = self.best
+        line = f"step {iteration}: {name}: the {len(ids)} withheld views' L1 {err:.5f}"
         if best is not None and err > best * (1.0 + c.validation_tolerance):
-            self.stopped_at = iteration
-            return [f"step {iteration}: {name}: the {len(ids)} withheld views' L1 {err:.5f} is "
-                    f"{err / best - 1:.1%} above its lowest {best:.5f}: densification ends at "
-                    f"N {n}"]
+            self.rises += 1
+            line += f" is {err / best - 1:.1%} above its lowest {best:.5f}"
+            if self.rises >= c.validation_patience:
+                self.stopped_at = iteration
+                return [f"{line}: densification ends at N {n}"]
+            self.held_at = iteration
+            return [f"{line} ({self.rises} of {c.validation_patience} in a row): the round "
+                    f"grows nothing"]
+        self.rises = 0
         self.best = err if best is None else min(best, err)
-        return [f"step {iteration}: {name}: the {len(ids)} withheld views' L1 {err:.5f}"]
+        return [line]
 
     def ended(self, iteration: int) -> bool:
-        """Whether the check at ``iteration`` ended densification (its round does not run)."""
+        """Whether densification ended at or before the check at ``iteration``."""
         return self.stopped_at is not None and iteration >= self.stopped_at
 
+    def skips(self, iteration: int) -> bool:
+        """Whether the round at ``iteration`` is not run: its check held it or ended growth."""
+        return self.ended(iteration) or self.held_at == iteration
+
     def state_dict(self) -> dict:
-        return dict(validation_best=self.best, validation_stopped_at=self.stopped_at)
+        return dict(validation_best=self.best, validation_rises=self.rises,
+                    validation_stopped_at=self.stopped_at)
 
     def load_state_dict(self, state: dict) -> None:
         best, stopped = state.get("validation_best"), state.get("validation_stopped_at")
         if stopped is None and state.get("frozen_n") is not None:
             stopped = 0   # a run of 2026-11-28 whose growth had stopped: densification is over
         self.best = None if best is None else float(best)
+        self.rises = int(state.get("validation_rises", 0))
         self.stopped_at = None if stopped is None else int(stopped)

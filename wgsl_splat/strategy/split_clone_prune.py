@@ -64,6 +64,9 @@ class SplitClonePruneOptions:
     validation_tolerance: float = option(
         0.02, "Densification ends when the withheld views' L1 is this fraction above its lowest "
               "since the last opacity reset.", minimum=0.0)
+    validation_patience: int = option(
+        1, "Consecutive evaluations above the tolerance that end densification; a round whose "
+           "evaluation is above it grows nothing.", minimum=1)
 
 
 _DECLARED = {f.name: f for f in dataclasses.fields(SplitClonePruneOptions)}
