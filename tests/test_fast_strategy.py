@@ -583,16 +583,22 @@ def test_a_patience_of_one_ends_densification_at_the_first_rise_and_resume_keeps
     assert resumed.refine_stop == 700
 
 
-def test_a_held_round_grows_nothing_and_keeps_the_opacity_reset_on_its_step():
-    """ADC's round at a reset step held by a rise: the reset still happens (and restarts the
-    comparison), the split/clone/prune does not."""
-    views = StubViews(20, errors=[e for e in (0.2, 0.25) for _ in (5, 15)])
+def validated_adc(errors, **config):
+    """ADC validating every 100 steps on withheld views 5 and 15 whose mean L1 follows ``errors``
+    (one value per check), with a host state of 50 rows."""
+    views = StubViews(20, errors=[e for e in errors for _ in (5, 15)])
     adc = ADC(ADCConfig(validation_every_nth=10, validation_interval=100, start=500, stop=15_000,
-                        opacity_reset_every=3000, max_params_per_observation=0,
-                        validation_patience=2),
+                        opacity_reset_every=3000, max_params_per_observation=0, **config),
               ctx(views=views, iters=30_000))
     state = HostState(random_arrays(np.random.default_rng(5), 50,
                                     stats=tuple(s.name for s in ADC.statistics)))
+    return adc, state
+
+
+def test_a_held_round_grows_nothing_and_keeps_the_opacity_reset_on_its_step():
+    """ADC's round at a reset step held by a rise: the reset still happens (and restarts the
+    comparison), the split/clone/prune does not."""
+    adc, state = validated_adc((0.2, 0.25), validation_patience=2)
 
     def every_row_would_densify():
         state.arrays.stats["grad_accum"][:] = 1.0
@@ -612,13 +618,7 @@ def test_a_held_round_grows_nothing_and_keeps_the_opacity_reset_on_its_step():
 def test_an_opacity_reset_restarts_the_lowest_error():
     """A reset raises every view's error for a while: the comparison restarts after it, so ADC's
     resets inside densification do not end it."""
-    views = StubViews(20, errors=[e for e in (0.2, 0.1, 0.3, 0.25, 0.26, 0.27) for _ in (5, 15)])
-    adc = ADC(ADCConfig(validation_every_nth=10, validation_interval=100, start=500, stop=15_000,
-                        opacity_reset_every=3000, max_params_per_observation=0,
-                        validation_patience=2),
-              ctx(views=views, iters=30_000))
-    state = HostState(random_arrays(np.random.default_rng(5), 50,
-                                    stats=tuple(s.name for s in ADC.statistics)))
+    adc, state = validated_adc((0.2, 0.1, 0.3, 0.25, 0.26, 0.27), validation_patience=2)
     assert adc.withheld(0) == adc.withheld(14_999) == {5, 15}
     for it in (2900, 3000):                       # the reset follows the round at 3 000
         lines = adc.after_step(it, state)
