@@ -38,6 +38,10 @@ from wgsl_splat.training.config import TrainConfig, make_config
 from wgsl_splat.training.views import TrainingViews
 
 FAST_STATS = tuple(s.name for s in Fast.statistics)
+# a grown state against the host's: split samples are float32 sums of mean and rotated, scaled
+# draws in another order on the device (a few ulps of terms near 1: 1.1e-6 seen; test_gpu_state's
+# grown states are held to the same)
+GROWN_TOLERANCE = dict(rtol=2e-6, atol=2e-6)
 
 
 def fast_arrays(rng, n) -> HostArrays:
@@ -245,7 +249,7 @@ def test_the_decision_is_the_same_on_both_paths(gpu_ctx, room, kw):
     assert want == got and ((want.cloned and want.split) or room == 0)
     h, g = host.download(), gpu.state.download()
     for name, arr in h.model.arrays().items():
-        np.testing.assert_allclose(g.model.arrays()[name], arr, atol=1e-6, err_msg=name)
+        np.testing.assert_allclose(g.model.arrays()[name], arr, **GROWN_TOLERANCE, err_msg=name)
     for name in FAST_STATS:
         np.testing.assert_array_equal(g.stats[name], h.stats[name], err_msg=name)
     # what the decision means, from the arrays themselves
@@ -307,7 +311,8 @@ def test_a_capped_round_is_ranked_on_the_device(gpu_ctx, kind):
         h, g = HostState(a), step.state.download()
         h.grow(decision, room)
         for name, arr in h.download().model.arrays().items():
-            np.testing.assert_allclose(g.model.arrays()[name], arr, atol=1e-6, err_msg=name)
+            np.testing.assert_allclose(g.model.arrays()[name], arr, **GROWN_TOLERANCE,
+                                       err_msg=name)
 
 
 # -- budget, schedules, checks ------------------------------------------------------------------------
