@@ -141,6 +141,17 @@ def test_schedule_endpoints_and_midpoint():
         c.lr_for("sh", 0)
 
 
+def test_a_cooldown_scales_every_rate_over_the_runs_last_steps_only():
+    base = OptimConfig(lr_scale=2.0).with_scene(2.0, 5_000)
+    cool = replace(base, cooldown_steps=200, cooldown_factor=0.1)
+    for step in (1, 2_500, 4_800):                       # the Adam steps are 1-based
+        assert cool.lrs(step) == base.lrs(step)
+    for step in (4_801, 4_900, 5_000, 5_200):            # a run resumed past its end keeps it
+        assert cool.lrs(step) == pytest.approx({g: 0.1 * v for g, v in base.lrs(step).items()},
+                                               rel=1e-12)
+    assert OptimConfig().cooldown_steps == 0              # off unless asked for
+
+
 def test_lr_scale_multiplies_every_group_and_the_means_whole_schedule():
     base = OptimConfig().with_scene(2.0, 5_000)
     fast = replace(base, lr_scale=2.0)

@@ -102,6 +102,14 @@ class OptimConfig:
     # does, Fast.run_presets)
     lr_scale: float = option(1.0, "Multiply every learning rate (recorded in cfg.json).",
                              flag="--lr-scale", minimum=0.0, open_min=True)
+    # at constant rates the model moves with the last views trained (mouse: 0.2 dB of held-out
+    # PSNR in 100 steps); a few steps at lower rates settle it (docs/benchmarks.md)
+    cooldown_steps: int = option(
+        0, "Train the run's last N steps at --cooldown-factor times every rate (0: off).",
+        flag="--cooldown-steps", minimum=0)
+    cooldown_factor: float = option(0.1, "The rates' factor over the last --cooldown-steps.",
+                                    flag="--cooldown-factor", minimum=0.0, maximum=1.0,
+                                    open_min=True)
 
     def with_scene(self, extent: float, max_steps: int | None = None) -> "OptimConfig":
         """Copy for a scene of the given extent (and run length)."""
@@ -129,18 +137,22 @@ class OptimConfig:
     def lr_for(self, group: str, step: float) -> float:
         """Learning rate of ``group`` (one of :data:`LR_GROUPS`) at schedule step ``step``.
 
-        Only ``means`` is scheduled; the others are constant, as in 3DGS.
+        Only ``means`` is scheduled; the others are constant, as in 3DGS, but for the last
+        ``cooldown_steps`` of the run, where every rate is × ``cooldown_factor``.
         The trainer passes the 1-based iteration number, as 3DGS's
         ``update_learning_rate(iteration)`` does.
         """
+        scale = self.lr_scale
+        if self.cooldown_steps and step > self.max_steps - self.cooldown_steps:
+            scale *= self.cooldown_factor
         if group == "means":
-            return self.lr_scale * expon_lr(
+            return scale * expon_lr(
                 step, self.means_lr_init * self.extent, self.means_lr_final * self.extent,
                 self.max_steps, self.means_lr_delay_steps, self.means_lr_delay_mult)
         if group not in CONSTANT_RATES:
             hint = " (sh is split into sh_dc and sh_rest)" if group == "sh" else ""
             raise KeyError(f"unknown learning-rate group {group!r}{hint}; expected one of {LR_GROUPS}")
-        return self.lr_scale * getattr(self, CONSTANT_RATES[group])
+        return scale * getattr(self, CONSTANT_RATES[group])
 
     def lrs(self, step: float) -> dict[str, float]:
         """All group learning rates at ``step``, keyed by :data:`LR_GROUPS`."""
