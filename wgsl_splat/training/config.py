@@ -130,6 +130,9 @@ class TrainConfig:
         if bad:
             raise ValueError(f"--eval-at {','.join(map(str, self.eval_at))}: steps must lie "
                              f"between 1 and {self.iters} (the run's length)")
+        if self.optim.cooldown_steps >= self.iters:
+            raise ValueError(f"--cooldown-steps {self.optim.cooldown_steps} would cool the whole "
+                             f"run: it must be below --iters {self.iters}")
 
     # -- files ----------------------------------------------------------------------------------------
     def to_dict(self) -> dict:
