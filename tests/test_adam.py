@@ -143,13 +143,18 @@ def test_schedule_endpoints_and_midpoint():
 
 def test_a_cooldown_scales_every_rate_over_the_runs_last_steps_only():
     base = OptimConfig(lr_scale=2.0).with_scene(2.0, 5_000)
-    cool = replace(base, cooldown_steps=200, cooldown_factor=0.1)
+    cool = replace(base, cooldown_fraction=0.04, cooldown_factor=0.1)
+    assert cool.cooldown_steps == 200
     for step in (1, 2_500, 4_800):                       # the Adam steps are 1-based
         assert cool.lrs(step) == base.lrs(step)
     for step in (4_801, 4_900, 5_000, 5_200):            # a run resumed past its end keeps it
         assert cool.lrs(step) == pytest.approx({g: 0.1 * v for g, v in base.lrs(step).items()},
                                                rel=1e-12)
     assert OptimConfig().cooldown_steps == 0              # off unless asked for
+    # a fraction of the run: the same fraction of a 300-step run cools its last 12
+    short = replace(cool, max_steps=300)
+    assert short.lrs(288) == replace(base, max_steps=300).lrs(288)
+    assert short.lrs(289)["sh_dc"] == pytest.approx(0.1 * base.lrs(289)["sh_dc"], rel=1e-12)
 
 
 def test_lr_scale_multiplies_every_group_and_the_means_whole_schedule():

@@ -121,8 +121,7 @@ def test_bench_command_reports_both_paths_and_writes_json(tmp_path):
     (["--densify-grad-threshold", "nan"], "nan is not a finite number"),
     (["--lr-scale", "0"], "0.0 is not in the range x>0"),
     (["--eval-at", "-5"], "steps must lie between 1 and 2"),
-    (["--cooldown-steps", "2"], "--cooldown-steps 2 would cool the whole run: it must be below "
-                                "--iters 2"),
+    (["--cooldown-fraction", "0.9"], "0.9 is not in the range 0.0<=x<=0.5"),
     (["-r", "100000"], "-r 100000 would shrink the 192x192 images to 1x1 px"),
 ])
 def test_train_refuses_bad_numbers_in_one_line(tmp_path, args, message):

@@ -469,6 +469,18 @@ def test_a_checkpoint_with_the_constant_rate_factor_resumes_with_its_own_rates(t
     assert "run is complete" in res.output
 
 
+def test_a_checkpoint_with_a_cooldown_in_steps_resumes_with_the_same_steps_cooled():
+    """Runs of 2026-11-29 stored ``optim.cooldown_steps`` (since a fraction of the run)."""
+    from wgsl_splat.training.config import TrainConfig
+
+    d = TrainConfig().to_dict()
+    d["iters"], d["optim"]["cooldown_steps"] = 5_000, 200
+    cfg = TrainConfig.from_dict(d)
+    assert cfg.optim.with_scene(1.0, cfg.iters).cooldown_steps == 200
+    d["optim"]["cooldown_steps"] = 0
+    assert TrainConfig.from_dict(d).optim.cooldown_fraction == 0.0
+
+
 def test_a_checkpoint_configuration_this_version_cannot_read_is_one_line(tmp_path):
     res = _resume_with_stored_config(
         tmp_path, lambda c: c["optim"].update(a_later_setting=1.0))

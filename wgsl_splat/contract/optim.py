@@ -103,11 +103,13 @@ class OptimConfig:
     lr_scale: float = option(1.0, "Multiply every learning rate (recorded in cfg.json).",
                              flag="--lr-scale", minimum=0.0, open_min=True)
     # at constant rates the model moves with the last views trained (mouse: 0.2 dB of held-out
-    # PSNR in 100 steps); a few steps at lower rates settle it (docs/benchmarks.md)
-    cooldown_steps: int = option(
-        0, "Train the run's last N steps at --cooldown-factor times every rate (0: off).",
-        flag="--cooldown-steps", minimum=0)
-    cooldown_factor: float = option(0.1, "The rates' factor over the last --cooldown-steps.",
+    # PSNR in 100 steps); a few steps at lower rates settle it (docs/benchmarks.md). A fraction
+    # of the run, so that a preset's cool-down fits any --iters
+    cooldown_fraction: float = option(
+        0.0, "Train this fraction of the run's steps, the last ones, at --cooldown-factor times "
+             "every rate (0: off; the fast preset sets it).",
+        flag="--cooldown-fraction", minimum=0.0, maximum=0.5)
+    cooldown_factor: float = option(0.1, "The rates' factor over the cool-down.",
                                     flag="--cooldown-factor", minimum=0.0, maximum=1.0,
                                     open_min=True)
 
@@ -134,11 +136,16 @@ class OptimConfig:
         return replace(self, lr_scale=self.lr_scale * root, eps=self.eps / root,
                        beta1=1.0 - b * (1.0 - self.beta1), beta2=1.0 - b * (1.0 - self.beta2))
 
+    @property
+    def cooldown_steps(self) -> int:
+        """How many of the run's last steps ``cooldown_fraction`` cools (0: none)."""
+        return int(round(self.max_steps * self.cooldown_fraction))
+
     def lr_for(self, group: str, step: float) -> float:
         """Learning rate of ``group`` (one of :data:`LR_GROUPS`) at schedule step ``step``.
 
-        Only ``means`` is scheduled; the others are constant, as in 3DGS, but for the last
-        ``cooldown_steps`` of the run, where every rate is × ``cooldown_factor``.
+        Only ``means`` is scheduled; the others are constant, as in 3DGS, but for the run's last
+        :attr:`cooldown_steps`, where every rate is × ``cooldown_factor``.
         The trainer passes the 1-based iteration number, as 3DGS's
         ``update_learning_rate(iteration)`` does.
         """

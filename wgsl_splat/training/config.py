@@ -130,9 +130,6 @@ class TrainConfig:
         if bad:
             raise ValueError(f"--eval-at {','.join(map(str, self.eval_at))}: steps must lie "
                              f"between 1 and {self.iters} (the run's length)")
-        if self.optim.cooldown_steps >= self.iters:
-            raise ValueError(f"--cooldown-steps {self.optim.cooldown_steps} would cool the whole "
-                             f"run: it must be below --iters {self.iters}")
 
     # -- files ----------------------------------------------------------------------------------------
     def to_dict(self) -> dict:
@@ -164,6 +161,10 @@ def _upgrade(d: dict) -> dict:
         factor = d["optim"].pop("constant_lr_scale")
         for key in CONSTANT_RATES.values():   # the same rates (bit for bit at its 2.0)
             d["optim"][key] = factor * d["optim"].get(key, options.default_of(OptimConfig, key))
+    if "cooldown_steps" in d.get("optim", {}):   # 2026-11-29: the cool-down became a fraction
+        d["optim"] = dict(d["optim"])
+        steps = d["optim"].pop("cooldown_steps")
+        d["optim"]["cooldown_fraction"] = steps / d["iters"] if steps and d.get("iters") else 0.0
     loss = dict(d.get("loss", {}))
     if "lambda_dssim" in d:   # before the loss section
         loss.setdefault("lambda_dssim", d.pop("lambda_dssim"))
