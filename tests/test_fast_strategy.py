@@ -727,9 +727,12 @@ def test_the_fast_preset_is_the_strategys_schedule():
         assert options.get_path(cfg, key) == value, key
     assert cfg.iters == 5000 and cfg.sh_increase_every == 500   # SH degree 3 by step 1 500
     assert cfg.optim.lr_scale == 2.0
+    # its last 200 steps at a tenth of the rates
+    assert cfg.optim.with_scene(1.0, cfg.iters).cooldown_steps == 200
     adc = make_config("fast", "adc")     # 3DGS's protocol: 7 000 steps, a degree every 1 000
     assert adc.iters == 7000 and adc.sh_increase_every == 1000
-    assert adc.optim.lr_scale == 1.0                             # and 3DGS's rates
+    assert adc.optim.lr_scale == 1.0                             # and 3DGS's rates, uncooled
+    assert adc.optim.cooldown_fraction == 0.0
 
 
 # -- quality ----------------------------------------------------------------------------------------
