@@ -1,0 +1,49 @@
+"""benchmarks/sh_bands.py on a short run of the embedded scene (NumPy path): the model's own degree
+scores what the run's evaluation scored, and a cut degree ignores every coefficient above it."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+from click.testing import CliRunner
+
+from wgsl_splat.app.cli import main
+from wgsl_splat.data.ply import load_ply, save_ply
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def load_probe():
+    spec = importlib.util.spec_from_file_location("sh_bands", ROOT / "benchmarks" / "sh_bands.py")
+    mod = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = mod
+    spec.loader.exec_module(mod)
+    return mod
+
+
+def test_sh_bands_scores_the_run_and_cuts_the_higher_coefficients(tmp_path):
+    out = tmp_path / "run"
+    res = CliRunner().invoke(main, ["train", "--preset", "smoke", "--iters", "20", "-r", "4",
+                                    "--eval", "--device", "cpu", "--out", str(out)])
+    assert res.exit_code == 0, res.output
+    probe = load_probe()
+    first = probe.bands(str(out), None, device="cpu")
+    assert first["iteration"] == 20 and sorted(first["degrees"]) == [0, 1, 2, 3]
+    own = json.loads((out / "metrics.json").read_text())["iteration_20"]["mean"]["psnr"]
+    assert first["degrees"][3]["psnr"] == pytest.approx(own, abs=1e-6)
+
+    # fresh random higher bands: the cut renders ignore them, the model's own degree does not
+    ply = out / "point_cloud" / "iteration_20" / "point_cloud.ply"
+    model = load_ply(str(ply))
+    rng = np.random.default_rng()
+    model.sh[:, 1:] = rng.normal(0.0, 0.5, model.sh[:, 1:].shape).astype(model.sh.dtype)
+    save_ply(str(ply), model)
+    second = probe.bands(str(out), None, device="cpu")
+    assert second["degrees"][0]["psnr"] == pytest.approx(first["degrees"][0]["psnr"], abs=1e-9)
+    assert abs(second["degrees"][3]["psnr"] - first["degrees"][3]["psnr"]) > 0.1
+    assert load_ply(str(ply)).sh[:, 1:].any()          # the run's model is only read
