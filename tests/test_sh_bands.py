@@ -14,6 +14,7 @@ from click.testing import CliRunner
 
 from wgsl_splat.app.cli import main
 from wgsl_splat.data.ply import load_ply, save_ply
+from wgsl_splat.model import GaussianModel, num_sh_coeffs
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -45,5 +46,30 @@ def test_sh_bands_scores_the_run_and_cuts_the_higher_coefficients(tmp_path):
     save_ply(str(ply), model)
     second = probe.bands(str(out), None, device="cpu")
     assert second["degrees"][0]["psnr"] == pytest.approx(first["degrees"][0]["psnr"], abs=1e-9)
-    assert abs(second["degrees"][3]["psnr"] - first["degrees"][3]["psnr"]) > 0.1
+    # every degree that keeps band 1 sees them in some view: measured against the render's own
+    # repeatability (degree 0 above: 1e-9 dB), not a size of effect, since the noise raises some
+    # views' PSNR and lowers others' by amounts that depend on the draw (0.03-0.8 dB seen)
+    for d in (1, 2, 3):
+        moved = [abs(second["degrees"][d]["per_view"][v] - first["degrees"][d]["per_view"][v])
+                 for v in first["degrees"][d]["per_view"]]
+        assert max(moved) > 1e-3, (d, moved)
     assert load_ply(str(ply)).sh[:, 1:].any()          # the run's model is only read
+
+
+def test_truncated_zeroes_exactly_the_bands_above_the_degree():
+    probe = load_probe()
+    rng = np.random.default_rng()
+    n = 64
+    model = GaussianModel(means=rng.normal(size=(n, 3)).astype(np.float32),
+                          log_scales=rng.uniform(-4, -1, (n, 3)).astype(np.float32),
+                          quats=rng.normal(size=(n, 4)).astype(np.float32),
+                          opacity_logits=rng.normal(size=n).astype(np.float32),
+                          sh=(rng.normal(size=(n, 16, 3)) + 0.01).astype(np.float32))
+    for d in range(4):
+        cut = probe.truncated(model, d)
+        k = num_sh_coeffs(d)
+        assert cut.sh_degree == model.sh_degree and cut.sh.shape == model.sh.shape
+        np.testing.assert_array_equal(cut.sh[:, :k], model.sh[:, :k])
+        assert not cut.sh[:, k:].any()
+        np.testing.assert_array_equal(cut.means, model.means)
+    assert model.sh[:, 1:].all()                       # the input model is left as it was
