@@ -111,6 +111,9 @@ def test_run_records_appearance_and_resumes_it_exactly(tmp_path):
     cfg.appearance = True
     run(tmp_path / "a", cfg)
     assert json.loads((tmp_path / "a" / "cfg.json").read_text())["appearance"] is True
+    scored = json.loads((tmp_path / "a" / "metrics.json").read_text())["iteration_8"]
+    assert {"fit_psnr", "fit_ssim", "fit_l1"} <= set(scored["mean"])        # its protocol too
+    assert all("fit_psnr" in v for v in scored["per_view"].values())
     with np.load(tmp_path / "a" / "checkpoints" / "ckpt_000008.npz") as z:
         whole = {k: z[k] for k in z.files if k.startswith("appearance.")}
     assert whole["appearance.params"].shape == (16, 3, 4) and whole["appearance.steps"].sum() == 8

@@ -14,8 +14,11 @@ import pytest
 from wgsl_splat.data.default_scene import default_dataset
 from wgsl_splat.reference.loss import psnr, ssim
 from wgsl_splat.training.evaluation import (
+    FIT_METRICS,
     Lpips,
+    colour_fitted_metrics,
     evaluate_views,
+    fit_colour_map,
     image_metrics,
     quantised,
 )
@@ -173,3 +176,76 @@ def test_views_whose_mask_leaves_no_pixel_are_skipped_never_raised(tmp_path, rng
     assert result["views"] == 0 and result["mean"] == {} and result["per_view"] == {}
     assert result["line"].startswith("eval @ 4: no view could be scored: the mask of ")
     json.dumps(result)
+
+
+def random_colour_map(rng):
+    """An exposure-and-tint-like [A | b]: a scaled near-identity matrix and a small offset (takes
+    [0.2, 0.7] into [0, 1]: nothing clips)."""
+    a = np.diag(rng.uniform(0.7, 1.2, 3)) + np.clip(rng.normal(0, 0.02, (3, 3)), -0.04, 0.04)
+    return np.hstack([a, rng.uniform(-0.05, 0.05, (3, 1))])
+
+
+def test_fit_colour_map_recovers_an_affine_map(rng):
+    render = rng.uniform(0, 1, (30, 40, 3))
+    m = random_colour_map(rng)
+    gt = render @ m[:, :3].T + m[:, 3]
+    np.testing.assert_allclose(fit_colour_map(render, gt), m, atol=1e-5)
+    keep = rng.uniform(size=(30, 40)) < 0.5
+    gt_broken = np.where(keep[..., None], gt, rng.uniform(0, 1, gt.shape))
+    np.testing.assert_allclose(fit_colour_map(render, gt_broken, keep), m, atol=1e-5)
+    flat = np.full((8, 8, 3), 0.4)                      # one colour: the pull to the identity
+    assert np.all(np.isfinite(fit_colour_map(flat, flat * 0.5 + 0.1)))
+    oracle, *_ = np.linalg.lstsq(np.c_[render.reshape(-1, 3), np.ones(1200)],
+                                 gt_broken.reshape(-1, 3),
+                                 rcond=None)
+    np.testing.assert_allclose(fit_colour_map(render, gt_broken), oracle.T, atol=1e-5)
+
+
+def test_colour_fitted_metrics_fit_the_left_half_and_score_the_right(rng):
+    h, w = 32, 48
+    render = rng.uniform(0.2, 0.7, (h, w, 3))
+    m = random_colour_map(rng)
+    photo = render @ m[:, :3].T + m[:, 3]                    # the render under another exposure
+    plain, fitted = image_metrics(render, photo), colour_fitted_metrics(render, photo)
+    assert set(fitted) == set(FIT_METRICS)
+    assert fitted["fit_psnr"] > plain["psnr"] + 10 and fitted["fit_psnr"] > 40
+
+    # an oracle by hand: least squares on the left half of the 8-bit images, scored on the right
+    a8, b8 = quantised(render), quantised(photo)
+    x = np.c_[a8[:, : w // 2].reshape(-1, 3), np.ones(h * (w // 2))]
+    sol, *_ = np.linalg.lstsq(x, b8[:, : w // 2].reshape(-1, 3), rcond=None)
+    right = np.c_[a8[:, w // 2:].reshape(-1, 3), np.ones(h * (w - w // 2))] @ sol
+    expect = image_metrics(right.reshape(h, w - w // 2, 3), photo[:, w // 2:])
+    for k, v in expect.items():
+        assert fitted[f"fit_{k}"] == pytest.approx(v, abs=1e-6)
+
+    # the scored half is never fitted: expose the photo's right half differently and the score
+    # falls; change its left half under a mask and the score does not move
+    other = photo.copy()
+    other[:, w // 2:] = np.clip(other[:, w // 2:] * 0.7, 0, 1)
+    assert colour_fitted_metrics(render, other)["fit_psnr"] < fitted["fit_psnr"] - 10
+    mask = np.ones((h, w), bool)
+    mask[: h // 2, : w // 4] = False
+    junk = photo.copy()
+    junk[~mask] = rng.uniform(0, 1, (int((~mask).sum()), 3))
+    masked = colour_fitted_metrics(render, junk, mask)
+    assert masked["fit_psnr"] > 40
+    assert masked == colour_fitted_metrics(render, photo, mask)
+
+
+def test_evaluate_views_reports_the_colour_fit_only_when_asked(tmp_path, rng):
+    ds = default_dataset(resolution=8, eval_split=True, num_cameras=16, num_points=50)
+    m = random_colour_map(rng)
+
+    def render(cam):                      # every held-out photo through one exposure change
+        i = next(k for k, c in enumerate(ds.cameras) if c is cam)
+        return np.clip(ds.load_image(i) @ m[:, :3].T + m[:, 3], 0, 1)
+
+    plain = evaluate_views(ds, render, str(tmp_path / "a"), 1)
+    fit = evaluate_views(ds, render, str(tmp_path / "b"), 1, colour_fit=True)
+    assert not set(FIT_METRICS) & set(plain["mean"])
+    assert all(set(FIT_METRICS) <= set(v) for v in fit["per_view"].values())
+    for k in ("psnr", "ssim", "l1"):
+        assert fit["mean"][k] == plain["mean"][k]
+    assert fit["mean"]["fit_psnr"] > plain["mean"]["psnr"] + 5
+    assert "colour fitted" in fit["line"] and "fit_*" in fit["protocol"]

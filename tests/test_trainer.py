@@ -261,6 +261,12 @@ def test_eval_command_re_evaluates_a_run(tmp_path):
     metrics = json.loads((out / "metrics.json").read_text())
     # re-evaluating the saved PLY gives the numbers the trainer measured at the same step
     assert metrics["eval_iteration_4"]["mean"]["psnr"] == pytest.approx(metrics["iteration_4"]["mean"]["psnr"], abs=0.05)
+    assert "fit_psnr" not in metrics["eval_iteration_4"]["mean"]     # not an --appearance run
+    result = runner.invoke(main, ["eval", str(out), "--device", "cpu", "--colour-fit"])
+    assert result.exit_code == 0 and "colour fitted" in result.output, result.output
+    fitted = json.loads((out / "metrics.json").read_text())["eval_iteration_4"]["mean"]
+    assert fitted["psnr"] == metrics["eval_iteration_4"]["mean"]["psnr"]
+    assert fitted["fit_psnr"] > 0 and 0 < fitted["fit_ssim"] <= 1
     result = runner.invoke(main, ["eval", str(tmp_path / "nothing")])
     assert result.exit_code != 0 and "training output folder" in result.output
 

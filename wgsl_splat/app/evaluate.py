@@ -29,13 +29,17 @@ from .common import (
               help="Comma-separated render scales relative to the training resolution, e.g. "
                    "1,0.5,0.25,0.125,2 (Mip-Splatting's multi-scale test: cameras scaled, ground "
                    "truth area-downscaled from the source images).")
+@click.option("--colour-fit/--no-colour-fit", default=None,
+              help="Also score each view's right half after a colour map fitted on its left half "
+                   "(fit_psnr, fit_ssim, fit_l1; the protocol for --appearance runs, docs/"
+                   "captures.md). Default: on for a run trained with --appearance.")
 @DROP_NONFINITE_OPTION
 @RENDER_MODE_OPTION
 @DEVICE_OPTION
-def eval_cmd(out_dir, data, iteration, scales, drop_nonfinite, antialiased, device):
+def eval_cmd(out_dir, data, iteration, scales, colour_fit, drop_nonfinite, antialiased, device):
     """Re-evaluate a finished training run on its held-out views: PSNR, SSIM, L1 into metrics.json."""
     evaluate(out_dir, data, iteration, device, drop_nonfinite, scales=scales,
-                      antialiased=antialiased)
+             antialiased=antialiased, colour_fit=colour_fit)
 
 
 def parse_scales(text: str | None) -> list[float]:
@@ -53,7 +57,7 @@ def parse_scales(text: str | None) -> list[float]:
 
 def evaluate(out_dir: str, data: str | None, iteration: int | None, device: str,
              drop_nonfinite: bool = False, scales: str | None = None,
-             antialiased: bool | None = None) -> None:
+             antialiased: bool | None = None, colour_fit: bool | None = None) -> None:
     """Re-evaluate a finished run on its held-out views (same data, resolution and split); with
     ``scales``, also at other resolutions: scale s renders the cameras at s times the training
     resolution against ground truth area-downscaled from the source images (Mip-Splatting's
@@ -68,16 +72,20 @@ def evaluate(out_dir: str, data: str | None, iteration: int | None, device: str,
     except RunDirError as exc:
         raise UserError(str(exc)) from None
     with lock:
-        _evaluate(out_dir, data, iteration, device, drop_nonfinite, scale_list, antialiased)
+        _evaluate(out_dir, data, iteration, device, drop_nonfinite, scale_list, antialiased,
+                  colour_fit)
 
 
-def _evaluate(out_dir, data, iteration, device, drop_nonfinite, scale_list, antialiased) -> None:
+def _evaluate(out_dir, data, iteration, device, drop_nonfinite, scale_list, antialiased,
+              colour_fit) -> None:
     from ..atomic_io import write_json
     from ..training.evaluation import Lpips, evaluate_views
 
     with open(os.path.join(out_dir, "cfg.json")) as f:
         cfg = json.load(f)
     run = cfg.get("run", {})
+    if colour_fit is None:
+        colour_fit = bool(cfg.get("appearance", False))
     data = data or run.get("data")
     if data is None:
         raise UserError("cfg.json does not record the data path: pass --data")
@@ -104,7 +112,7 @@ def _evaluate(out_dir, data, iteration, device, drop_nonfinite, scale_list, anti
         dataset = load_training_data(data, resolution, run.get("eval_split", True), background)
         folder = out_dir if scale == 1.0 else os.path.join(out_dir, f"scale_{scale:g}")
         result = evaluate_views(dataset, lambda cam: render_fn(model, cam, background), folder,
-                                iteration, lpips=lpips)
+                                iteration, lpips=lpips, colour_fit=colour_fit)
         cam = dataset.cameras[(dataset.test_indices or dataset.train_indices)[0]]
         result.update(num_gaussians=len(model), render_mode=config.mode, scale=scale,
                       resolution=resolution, size=f"{cam.width}x{cam.height}")

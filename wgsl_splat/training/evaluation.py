@@ -18,6 +18,17 @@ a window that straddles the mask's edge compares zeros with zeros there); LPIPS 
 whole image) sees the same zeroed images. The saved renders are not masked. A view whose mask
 leaves no pixel has nothing to score: :func:`evaluate_views` skips it and says so.
 
+**Colour-fitted score** (``colour_fit``: runs with ``--appearance``, ``eval --colour-fit``): the
+per-view colour transforms a run learns for its training views do not exist for a held-out view,
+and the model's colours are only fixed up to a common affine map of them, so the plain score pays
+for that map. The appearance protocol of NeRF-W and Inria's exposure compensation removes it
+without fitting anything on the pixels it scores: per held-out view, the 3×4 affine colour map
+``[A | b]`` that best takes the (8-bit) render to the photo in the least-squares sense is fitted
+on the view's left half (columns ``< W // 2``; the model frozen), applied to the render, and PSNR /
+SSIM / L1 are taken on the right half only (:func:`colour_fitted_metrics`). Closed form, not an
+optimisation: least squares is what PSNR scores. Reported beside the plain metrics as
+``fit_psnr``, ``fit_ssim``, ``fit_l1``; the plain ones are unchanged.
+
 LPIPS is expensive on a CPU (a VGG-16 per view), so the trainer asks for it only at the final
 evaluation and the ``eval`` command always does; when it cannot be computed the result carries a
 one-line ``lpips_note`` and nothing fails.
@@ -42,6 +53,7 @@ from ..data.images import to_u8
 from ..reference.loss import psnr, ssim, ssim_map
 
 METRICS = ("psnr", "ssim", "l1")
+FIT_METRICS = tuple(f"fit_{k}" for k in METRICS)
 
 
 def quantised(img: np.ndarray) -> np.ndarray:
@@ -61,6 +73,41 @@ def image_metrics(render: np.ndarray, gt: np.ndarray, mask: np.ndarray | None = 
     a, b = zeroed(a, keep), zeroed(b, keep)
     return {"psnr": psnr(a[keep], b[keep]), "ssim": float(ssim_map(a, b)[keep].mean()),
             "l1": float(np.mean(np.abs(a[keep] - b[keep])))}
+
+
+def fit_colour_map(render: np.ndarray, gt: np.ndarray, keep: np.ndarray | None = None) -> np.ndarray:
+    """The (3, 4) ``[A | b]`` minimising ``Σ ‖A·render + b − gt‖²`` over the pixels in ``keep``
+    ((H, W) bool; all without it). A faint pull to the identity (1e-9 of the pixel count) makes a
+    flat render (one colour: no unique ``A``) give the identity's nearest fit instead of failing."""
+    c = render.reshape(-1, 3).astype(np.float64)
+    y = gt.reshape(-1, 3).astype(np.float64)
+    if keep is not None:
+        k = np.asarray(keep, bool).reshape(-1)
+        c, y = c[k], y[k]
+    x = np.concatenate([c, np.ones((len(c), 1))], axis=1)
+    prior = np.vstack([np.eye(3), np.zeros((1, 3))])          # W = [A | b]ᵀ, (4, 3)
+    lam = 1e-9 * max(len(c), 1)
+    w = np.linalg.solve(x.T @ x + lam * np.eye(4), x.T @ y + lam * prior)
+    return w.T
+
+
+def colour_fitted_metrics(render: np.ndarray, gt: np.ndarray,
+                          mask: np.ndarray | None = None) -> dict:
+    """``fit_psnr`` / ``fit_ssim`` / ``fit_l1`` of one view (module doc): the colour map fitted on
+    the left half of the quantised render and photo, applied to the render, scored (8-bit, like
+    :func:`image_metrics`, mask included) on the right half. With a mask, the fit uses the left
+    half's unmasked pixels (the identity when it has none)."""
+    a, b = quantised(render), quantised(gt)
+    half = a.shape[1] // 2
+    keep = None if mask is None else np.asarray(mask, bool)
+    left = np.zeros(a.shape[:2], bool)
+    left[:, :half] = True
+    if keep is not None:
+        left &= keep
+    m = fit_colour_map(a, b, left) if left.any() else np.hstack([np.eye(3), np.zeros((3, 1))])
+    fitted = a[:, half:] @ m[:, :3].T + m[:, 3]
+    right = image_metrics(fitted, b[:, half:], None if keep is None else keep[:, half:])
+    return {f"fit_{k}": v for k, v in right.items()}
 
 
 def zeroed(img: np.ndarray, keep: np.ndarray | None) -> np.ndarray:
@@ -132,7 +179,7 @@ def held_out_views(dataset) -> list[int]:
 
 
 def evaluate_views(dataset, render_fn, out_dir: str, iteration: int, *,
-                   lpips: Lpips | None = None) -> dict:
+                   lpips: Lpips | None = None, colour_fit: bool = False) -> dict:
     """Metrics on the held-out views (or up to 5 training views, labelled ``train``, when none is
     held out: :func:`held_out_views`), one view at
     a time (never all images resident); the 8-bit renders are saved under
@@ -144,8 +191,9 @@ def evaluate_views(dataset, render_fn, out_dir: str, iteration: int, *,
     view can be scored, ``views`` is 0, ``mean`` empty and the line says why.
 
     Returns ``dict(split, views, mean, per_view, skipped, lpips_note, protocol, seconds, line)``;
-    ``mean`` and each ``per_view`` entry hold ``psnr``, ``ssim``, ``l1`` and, when an available
-    ``lpips`` scorer is given, ``lpips``.
+    ``mean`` and each ``per_view`` entry hold ``psnr``, ``ssim``, ``l1``, when an available
+    ``lpips`` scorer is given ``lpips``, and with ``colour_fit`` the colour-fitted score
+    (``fit_psnr``, ``fit_ssim``, ``fit_l1``: :func:`colour_fitted_metrics`).
     """
     t0 = time.perf_counter()
     held_out = held_out_views(dataset)
@@ -172,7 +220,8 @@ def evaluate_views(dataset, render_fn, out_dir: str, iteration: int, *,
                 lp = scorer(img, gt, mask) if scorer is not None else None
                 make_dirs(out)   # recorded: the run folder removes only what it wrote
                 path = os.path.join(out, safe_file_stem(name, f"view_{i:03d}") + ".png")
-                pending.append((name, pool.submit(_score_and_save, img, gt, mask, lp, path)))
+                pending.append((name, pool.submit(_score_and_save, img, gt, mask, lp, path,
+                                                  colour_fit)))
                 while len(pending) > 2 * workers:
                     done, future = pending.popleft()
                     per_view[done] = future.result()
@@ -183,7 +232,7 @@ def evaluate_views(dataset, render_fn, out_dir: str, iteration: int, *,
                 break
     finally:   # an interrupted evaluation writes no more PNGs than those already being written
         pool.shutdown(wait=True, cancel_futures=True)
-    keys = METRICS + (("lpips",) if scorer is not None else ())
+    keys = METRICS + (("lpips",) if scorer is not None else ()) + (FIT_METRICS if colour_fit else ())
     mean = {k: float(np.mean([v[k] for v in per_view.values()])) for k in keys} if per_view else {}
     gone = f"the mask of {_names(skipped)} leaves no pixel" if skipped else ""
     if not per_view:
@@ -191,13 +240,18 @@ def evaluate_views(dataset, render_fn, out_dir: str, iteration: int, *,
     else:
         line = (f"eval @ {iteration} on {len(per_view)} {split} views: PSNR {mean['psnr']:.2f} dB, "
                 f"SSIM {mean['ssim']:.4f}, L1 {mean['l1']:.4f}"
-                + (f", LPIPS {mean['lpips']:.4f}" if "lpips" in mean else ""))
+                + (f", LPIPS {mean['lpips']:.4f}" if "lpips" in mean else "")
+                + (f"; colour fitted on the left halves, right halves: PSNR {mean['fit_psnr']:.2f} "
+                   f"dB, SSIM {mean['fit_ssim']:.4f}" if colour_fit else ""))
     note = None
     if lpips is None:
         note = "LPIPS is computed at the final evaluation and by the eval command"
     elif scorer is None:
         note = lpips.note
     protocol = "8-bit quantised render and ground truth (as 3DGS's saved PNGs)"
+    if colour_fit:
+        protocol += ("; fit_*: right halves, a 3x4 colour map fitted on each view's left half "
+                     "(least squares)")
     if masked:
         protocol += f"; {masked} of {len(per_view)} views masked: scored on their unmasked pixels"
         line += f" ({masked} masked views: unmasked pixels only)"
@@ -214,8 +268,11 @@ def eval_workers() -> int:
     return max(1, min(8, (os.cpu_count() or 2) // 2))
 
 
-def _score_and_save(img: np.ndarray, gt: np.ndarray, mask, lpips_value, path: str) -> dict:
+def _score_and_save(img: np.ndarray, gt: np.ndarray, mask, lpips_value, path: str,
+                    colour_fit: bool = False) -> dict:
     metrics = image_metrics(img, gt, mask)
+    if colour_fit:
+        metrics.update(colour_fitted_metrics(img, gt, mask))
     if lpips_value is not None:
         metrics["lpips"] = lpips_value
     save_png(path, img)

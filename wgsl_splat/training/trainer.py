@@ -226,7 +226,8 @@ class Trainer:
         if final and self.cfg.lpips and self._lpips is None:
             self._lpips = Lpips()
         result = evaluate_views(self.dataset, lambda cam: self.step.render(cam, self.active_sh_degree(iteration)),
-                                self.out_dir, iteration, lpips=self._lpips if final else None)
+                                self.out_dir, iteration, lpips=self._lpips if final else None,
+                                colour_fit=self.cfg.appearance)
         result["num_gaussians"] = self.step.num_gaussians
         self.metrics[f"iteration_{iteration}"] = result
         write_json(os.path.join(self.out_dir, "metrics.json"), self.metrics)

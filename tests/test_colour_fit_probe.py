@@ -1,0 +1,44 @@
+"""benchmarks/colour_fit.py on a short run of the embedded scene (NumPy path): from the renders a
+run saved it scores what the run scored, and what ``eval --colour-fit`` scores."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import sys
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from wgsl_splat.app.cli import main
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def load_probe():
+    spec = importlib.util.spec_from_file_location("colour_fit", ROOT / "benchmarks" / "colour_fit.py")
+    mod = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = mod
+    spec.loader.exec_module(mod)
+    return mod
+
+
+def test_colour_fit_probe_rescores_the_saved_renders(tmp_path):
+    out = tmp_path / "run"
+    res = CliRunner().invoke(main, ["train", "--preset", "smoke", "--iters", "20", "-r", "4",
+                                    "--eval", "--eval-at", "10,20", "--device", "cpu",
+                                    "--out", str(out)])
+    assert res.exit_code == 0, res.output
+    res = CliRunner().invoke(main, ["eval", str(out), "--device", "cpu", "--colour-fit"])
+    assert res.exit_code == 0, res.output
+    metrics = json.loads((out / "metrics.json").read_text())
+    curve = load_probe().rescore(str(out))["curve"]
+    assert sorted(curve) == [10, 20]
+    for step in (10, 20):
+        assert curve[step]["psnr"] == pytest.approx(metrics[f"iteration_{step}"]["mean"]["psnr"],
+                                                    abs=1e-9)
+    again = metrics["eval_iteration_20"]["mean"]
+    assert curve[20]["fit_psnr"] == pytest.approx(again["fit_psnr"], abs=1e-9)
+    assert curve[20]["fit_ssim"] == pytest.approx(again["fit_ssim"], abs=1e-9)
+    assert curve[20]["right_psnr"] != curve[20]["psnr"]
