@@ -59,7 +59,7 @@ def test_identity_transform_changes_nothing():
     assert np.array_equal(appearance.backward(img, a, d)[0], d)
 
 
-def _steps(gpu_ctx, seed, layout=None):
+def _steps(gpu_ctx, seed, layout=None, centring=1.0):
     from wgsl_splat.contract.optim import OptimConfig
     from wgsl_splat.contract.state import HostArrays
     from wgsl_splat.contract.step import StepSpec
@@ -70,9 +70,11 @@ def _steps(gpu_ctx, seed, layout=None):
 
     model, cam, target = make_problem(seed, 90, 40, 28, background=(0.1, 0.2, 0.3))
     rng = np.random.default_rng(seed)
-    start = AppearanceState.fresh(2)
+    start = AppearanceState.fresh(3)
     start.params[1] = random_matrix(rng).astype(np.float32)
-    spec = StepSpec(OptimConfig(), (0.1, 0.2, 0.3), appearance_views=2)
+    start.params[2] = random_matrix(rng).astype(np.float32)    # the mean is not the identity
+    spec = StepSpec(OptimConfig(appearance_centring=centring), (0.1, 0.2, 0.3),
+                    appearance_views=3)
     out = []
     for make in (lambda a: CpuTrainStep(a, spec=spec),
                  lambda a: GpuTrainStep(gpu_ctx, a, spec=spec, layout=Layout.of(gpu_ctx, layout))):
@@ -84,21 +86,53 @@ def _steps(gpu_ctx, seed, layout=None):
     return out
 
 
-@pytest.mark.parametrize("layout", ["cpu", "gpu"])
-def test_gpu_step_with_appearance_matches_reference(gpu_ctx, layout):
+@pytest.mark.parametrize("layout, centring", [("cpu", 1.0), ("gpu", 1.0), ("gpu", 0.0)])
+def test_gpu_step_with_appearance_matches_reference(gpu_ctx, layout, centring):
     """After one step (either layout) Adam's first moment is 0.1 × the gradient: the matrix's
-    gradient and, through Aᵀ, every parameter's agree with the reference; the other view's matrix
-    does not move."""
+    gradient (the photo's plus the centring term) and, through Aᵀ, every parameter's agree with
+    the reference; the other views' matrices do not move."""
     from wgsl_splat.tools.gradcheck import rel_error
 
     seed = int(np.random.SeedSequence().entropy % (1 << 32))
-    (cpu, cpu_app), (gpu, gpu_app) = _steps(gpu_ctx, seed, layout)
+    (cpu, cpu_app), (gpu, gpu_app) = _steps(gpu_ctx, seed, layout, centring)
     assert rel_error(gpu_app.m[1], cpu_app.m[1])[0] < 1e-3, f"seed {seed}"
     assert rel_error(gpu_app.params[1], cpu_app.params[1])[0] < 1e-5, f"seed {seed}"
-    assert list(gpu_app.steps) == list(cpu_app.steps) == [0, 1]
+    assert list(gpu_app.steps) == list(cpu_app.steps) == [0, 1, 0]
     assert np.array_equal(gpu_app.params[0], appearance.identity(1)[0])
+    assert np.array_equal(gpu_app.params[2], cpu_app.params[2])
     for name, m in cpu.adam.m.arrays().items():
         assert rel_error(gpu.adam.m.arrays()[name], m)[0] < 1e-3, f"seed {seed} {name}"
+
+
+def test_centring_adds_its_term_to_the_gradient_and_only_moves_the_common_map():
+    """The reference step's first moment differs between centring 2 and 0 by exactly 0.1 × the
+    term (the photo's part is the same); the term is the mean's distance from the identity."""
+    from wgsl_splat.contract.optim import OptimConfig
+    from wgsl_splat.contract.state import HostArrays
+    from wgsl_splat.contract.step import StepSpec
+    from wgsl_splat.reference.step import CpuTrainStep
+    from wgsl_splat.tools.gradcheck import make_problem
+
+    rng, seed = fresh_rng()
+    model, cam, target = make_problem(seed, 60, 32, 24, background=(0.1, 0.2, 0.3))
+    start = AppearanceState.fresh(4)
+    for v in (1, 2, 3):
+        start.params[v] = random_matrix(rng).astype(np.float32)
+    moments = {}
+    for strength in (0.0, 2.0):
+        step = CpuTrainStep(HostArrays.fresh(model.copy()),
+                            spec=StepSpec(OptimConfig(appearance_centring=strength),
+                                          (0.1, 0.2, 0.3), appearance_views=4))
+        step.load_appearance(AppearanceState.from_arrays(
+            {k: v.copy() for k, v in start.to_arrays().items()}))
+        step.step(cam, target, view_id=2)
+        moments[strength] = step.appearance_state().m[2].astype(np.float64)
+    term = appearance.centring_grad(start.params, 2.0)
+    expect = 2.0 * (start.params.astype(np.float64).mean(axis=0) - appearance.identity(1)[0])
+    np.testing.assert_allclose(term, expect, atol=1e-6)
+    np.testing.assert_allclose(moments[2.0] - moments[0.0], 0.1 * term, atol=1e-6)
+    same = np.repeat(appearance.identity(1), 5, axis=0)
+    assert not appearance.centring_grad(same, 3.0).any()      # all at the identity: no pull
 
 
 def test_run_records_appearance_and_resumes_it_exactly(tmp_path):

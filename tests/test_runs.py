@@ -481,6 +481,16 @@ def test_a_checkpoint_with_a_cooldown_in_steps_resumes_with_the_same_steps_coole
     assert TrainConfig.from_dict(d).optim.cooldown_fraction == 0.0
 
 
+def test_a_configuration_before_the_colour_map_centring_resumes_without_it():
+    """Runs before 2026-11-29's optim.appearance_centring trained their maps free: they go on so."""
+    from wgsl_splat.training.config import TrainConfig
+
+    d = TrainConfig().to_dict()
+    assert TrainConfig.from_dict(d).optim.appearance_centring == 1.0
+    del d["optim"]["appearance_centring"]
+    assert TrainConfig.from_dict(d).optim.appearance_centring == 0.0
+
+
 def test_a_checkpoint_configuration_this_version_cannot_read_is_one_line(tmp_path):
     res = _resume_with_stored_config(
         tmp_path, lambda c: c["optim"].update(a_later_setting=1.0))

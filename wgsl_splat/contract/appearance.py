@@ -4,7 +4,8 @@
 The loss compares ``C' = A·C + b`` with the photo, where ``C`` is the rendered pixel and ``[A | b]``
 the view's 3×4 matrix (identity at the start). Its gradients: ``dL/dC = Aᵀ·dL/dC'``,
 ``dL/dA = Σ_pixels dL/dC'·Cᵀ``, ``dL/db = Σ_pixels dL/dC'``. Each view's matrix is updated by its
-own Adam right after its view's backward pass (``contract/per_view.py``). The NumPy step does it
+own Adam right after its view's backward pass (``contract/per_view.py``), its gradient plus the
+centring term of :func:`centring_grad`. The NumPy step does it
 here; the device step in ``gpu/shaders/appearance.wgsl`` (``gpu/appearance.py``).
 
 The matrices are training-only: the PLY is the standard layout, and held-out views are rendered
@@ -35,6 +36,16 @@ class AppearanceState(PerViewState):
     @classmethod
     def initial(cls, views: int) -> np.ndarray:
         return identity(views)
+
+
+def centring_grad(params: np.ndarray, strength: float) -> np.ndarray:
+    """The term every view's update adds to its gradient (``optim.appearance_centring``):
+    ``strength · (mean over views of [A | b] − [I | 0])``, float32 (3, 4). Only the map common to
+    all views has no gradient from the photos (the model's colours absorb it at no cost); this
+    term moves it, and nothing else, back to the identity. The mean is over every view's matrix,
+    the held-out ones (identities, never trained) included, as the device reads them."""
+    mean = np.asarray(params, np.float32).mean(axis=0, dtype=np.float32)
+    return np.float32(strength) * (mean - identity(1)[0])
 
 
 def apply(image: np.ndarray, a: np.ndarray) -> np.ndarray:

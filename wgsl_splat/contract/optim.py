@@ -91,6 +91,13 @@ class OptimConfig:
         1e-3, "Learning rate of the per-view colour transforms (--appearance), constant; Adam "
               "with β 0.9/0.999, ε 1e-8 (Inria's exposure optimiser decays 0.01 → 0.001).",
         minimum=0.0)
+    appearance_centring: float = option(
+        1.0, "Pull on the mean of the per-view colour transforms (--appearance) toward the "
+             "identity: each view's update gets this times (mean − identity) on its gradient. "
+             "The photos fix the model's colours only up to a map common to every view's "
+             "transform; this keeps the model at the views' mean colours, which held-out views "
+             "and every viewer see (0: free, as Inria's).", flag="--appearance-centring",
+        minimum=0.0)
     pose_lr: float = option(
         1e-3, "Learning rate of the per-view pose corrections (--pose-opt), constant: radians for "
               "the rotation, × the scene extent for the translation; Adam with β 0.9/0.999, "

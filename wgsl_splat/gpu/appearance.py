@@ -21,8 +21,10 @@ from .pool import UNIFORM_USAGE, buffer_usage
 
 
 class GpuAppearance:
-    def __init__(self, gpu: Gpu, views: int, lr: float, tiles: bool = True) -> None:
+    def __init__(self, gpu: Gpu, views: int, lr: float, tiles: bool = True,
+                 centring: float = 0.0) -> None:
         self.ctx, self.pool, self.views, self.lr = gpu.ctx, gpu.pool, int(views), float(lr)
+        self.centring = float(centring)   # optim.appearance_centring (contract/appearance.py)
         self.module = APPEARANCE.variant().module(gpu.lib)
         self.tiles = bool(tiles)   # a thread per pixel (GPUs), else per image row (CPU adapters)
         entries = (("app_apply", "app_backward", "app_update") if self.tiles else
@@ -54,7 +56,7 @@ class GpuAppearance:
         u = np.zeros(1, self._dtype)
         u["dims"] = (self.width, self.height, view, self._partials)
         u["adam"] = (step_size, inv_bc2, BETA1, BETA2)
-        u["misc"] = (EPS, 0.0, 0.0, 0.0)
+        u["misc"] = (EPS, self.centring, float(self.views), 0.0)
         self.pool.write("app_params", u)
 
     @property

@@ -113,7 +113,8 @@ class GpuTrainStep(TrainStep):
         self.app = None
         if self.appearance is not None:   # --appearance: the matrices live on the device
             self.app = GpuAppearance(self.gpu, len(self.appearance.params), config.appearance_lr,
-                                     tiles=self.layout.per_view_tiles)
+                                     tiles=self.layout.per_view_tiles,
+                                     centring=config.appearance_centring)
             self.app.upload(self.appearance)
         self.pose_opt = None
         if self.pose is not None:   # --pose-opt: the corrections live on the device

@@ -79,6 +79,8 @@ class CpuTrainStep(TrainStep):
                 dL_dimage, d_a = appearance.backward(out.image,
                                                      self.appearance.params[view.view_id],
                                                      dL_dimage)
+                d_a = d_a + appearance.centring_grad(self.appearance.params,
+                                                     self.config.appearance_centring)
                 per_view.adam_update(self.appearance, view.view_id, d_a,
                                      self.config.appearance_lr)
             view_grad = np.zeros((3, 4)) if use_pose else None

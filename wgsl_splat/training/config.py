@@ -165,6 +165,10 @@ def _upgrade(d: dict) -> dict:
         d["optim"] = dict(d["optim"])
         steps = d["optim"].pop("cooldown_steps")
         d["optim"]["cooldown_fraction"] = steps / d["iters"] if steps and d.get("iters") else 0.0
+    if "optim" in d and "appearance_centring" not in d["optim"]:
+        # 2026-11-29: the per-view colour maps centred on the identity; a run begun free goes on so
+        d["optim"] = dict(d["optim"])
+        d["optim"]["appearance_centring"] = 0.0
     loss = dict(d.get("loss", {}))
     if "lambda_dssim" in d:   # before the loss section
         loss.setdefault("lambda_dssim", d.pop("lambda_dssim"))

@@ -21,7 +21,7 @@
 struct AppParams {
     dims: vec4<u32>,   // width, height, view, partials (tiles or rows)
     adam: vec4<f32>,   // lr / (1 - β1^t), 1 / sqrt(1 - β2^t), β1, β2
-    misc: vec4<f32>,   // ε, 0, 0, 0
+    misc: vec4<f32>,   // ε, centring strength, views (all of app_state's), 0
 }
 
 @group(0) @binding(0) var<uniform> ap: AppParams;
@@ -110,7 +110,24 @@ fn app_update(@builtin(local_invocation_index) lid: u32) {
     }
 }
 
-fn adam_step(k: u32, g: f32) {
+// optim.appearance_centring (contract/appearance.py centring_grad): strength · (the mean over
+// every view of element k − the identity's). Read before this view's element k is written, by the
+// thread that writes it: no other thread touches element k.
+fn centring(k: u32) -> f32 {
+    if (ap.misc.y == 0.0) {
+        return 0.0;
+    }
+    let views = u32(ap.misc.z);
+    var sum = 0.0;
+    for (var v = 0u; v < views; v = v + 1u) {
+        sum = sum + app_state[v * 3u * FLOATS + k];
+    }
+    let ident = select(0.0, 1.0, k % 4u == k / 4u);   // A's diagonal: row c, column c
+    return ap.misc.y * (sum / f32(views) - ident);
+}
+
+fn adam_step(k: u32, g_photo: f32) {
+    let g = g_photo + centring(k);
     let base = ap.dims.z * 3u * FLOATS;
     let b1 = ap.adam.z;
     let b2 = ap.adam.w;
