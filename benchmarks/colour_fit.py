@@ -1,6 +1,6 @@
 """A run's held-out curve under the colour-fitted protocol, from the renders it saved.
 
-    python benchmarks/colour_fit.py RUN_DIR [RUN_DIR ...] [--json FILE]
+    python benchmarks/colour_fit.py RUN_DIR [RUN_DIR ...] [--json FILE] [--plot FILE.png]
 
 Every evaluation of a run saves its 8-bit renders (``RUN/test/iteration_K/``), exactly the images
 it scored. This scores each one again three ways, nothing rendered or trained: the whole view as
@@ -79,6 +79,8 @@ def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("runs", nargs="+")
     p.add_argument("--json", default=None, help="Write the results here.")
+    p.add_argument("--plot", default=None,
+                   help="Draw each run's plain and fitted curves side by side (matplotlib).")
     a = p.parse_args()
     results = []
     for run in a.runs:
@@ -93,6 +95,33 @@ def main() -> None:
     if a.json:
         with open(a.json, "w") as f:
             json.dump(results, f, indent=1)
+    if a.plot:
+        plot(results, a.plot)
+
+
+def plot(results: list[dict], path: str) -> None:
+    import matplotlib  # noqa: PLC0415  (only for --plot)
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt  # noqa: PLC0415
+
+    fig, axes = plt.subplots(1, 2, figsize=(11, 4.2), sharex=True)
+    for r in results:
+        steps = sorted(r["curve"])
+        label = (f"{r['strategy']} s{r['seed']}" + (" --appearance" if r["appearance"] else "")
+                 + (f" ({r['label']})" if r.get("label") else ""))
+        style = dict(ls="-" if r["appearance"] else "--", marker="o", ms=3,
+                     color=f"C{int(r['seed'] or 0) % 10}")   # one colour per seed
+        for ax, key in zip(axes, ("psnr", "fit_psnr")):
+            ax.plot(steps, [r["curve"][s][key] for s in steps], label=label, **style)
+    axes[0].set_title("plain: whole held-out views, no colour map")
+    axes[1].set_title("colour-fitted: right halves, L1 map from the left halves")
+    for ax in axes:
+        ax.set_xlabel("step")
+        ax.grid(alpha=0.3)
+    axes[0].set_ylabel("held-out PSNR (dB)")
+    axes[1].legend(fontsize=7, loc="lower right")
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
 
 
 if __name__ == "__main__":
