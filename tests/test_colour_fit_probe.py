@@ -3,25 +3,17 @@ run saved it scores what the run scored, and what ``eval --colour-fit`` scores."
 
 from __future__ import annotations
 
-import importlib.util
 import json
-import sys
-from pathlib import Path
 
 import pytest
+from benchmark_scripts import load_benchmark
 from click.testing import CliRunner
 
 from wgsl_splat.app.cli import main
 
-ROOT = Path(__file__).resolve().parents[1]
-
 
 def load_probe():
-    spec = importlib.util.spec_from_file_location("colour_fit", ROOT / "benchmarks" / "colour_fit.py")
-    mod = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = mod
-    spec.loader.exec_module(mod)
-    return mod
+    return load_benchmark("colour_fit")
 
 
 def test_colour_fit_probe_rescores_the_saved_renders(tmp_path):

@@ -3,28 +3,20 @@ scores what the run's evaluation scored, and a cut degree ignores every coeffici
 
 from __future__ import annotations
 
-import importlib.util
 import json
-import sys
-from pathlib import Path
 
 import numpy as np
 import pytest
+from benchmark_scripts import load_benchmark
 from click.testing import CliRunner
 
 from wgsl_splat.app.cli import main
 from wgsl_splat.data.ply import load_ply, save_ply
 from wgsl_splat.model import GaussianModel, num_sh_coeffs
 
-ROOT = Path(__file__).resolve().parents[1]
-
 
 def load_probe():
-    spec = importlib.util.spec_from_file_location("sh_bands", ROOT / "benchmarks" / "sh_bands.py")
-    mod = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = mod
-    spec.loader.exec_module(mod)
-    return mod
+    return load_benchmark("sh_bands")
 
 
 def test_sh_bands_scores_the_run_and_cuts_the_higher_coefficients(tmp_path):
