@@ -28,8 +28,8 @@ without fitting anything on the pixels it scores: per held-out view, the 3×4 af
 half only (:func:`colour_fitted_metrics`). The fit minimises the L1 error, as the training loss
 and Inria's exposure optimisation do, not the squared error: a least-squares map bends to the
 render's worst pixels (a background the model never reconstructed) and carries that to the other
-half — on mouse it scored the right halves 1.5–2.6 dB under no map at all, the L1 map 0.5–1 dB
-(docs/benchmarks.md). Reported beside the plain metrics as ``fit_psnr``, ``fit_ssim``, ``fit_l1``;
+half — on three mouse runs without ``--appearance`` it scored the right halves 1.9–3.3 dB under no
+map at all, the L1 map about 1 dB less under, at every step (docs/benchmarks.md). Reported beside the plain metrics as ``fit_psnr``, ``fit_ssim``, ``fit_l1``;
 the plain ones are unchanged.
 
 LPIPS is expensive on a CPU (a VGG-16 per view), so the trainer asks for it only at the final
