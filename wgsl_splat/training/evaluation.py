@@ -29,8 +29,8 @@ half only (:func:`colour_fitted_metrics`). The fit minimises the L1 error, as th
 and Inria's exposure optimisation do, not the squared error: a least-squares map bends to the
 render's worst pixels (a background the model never reconstructed) and carries that to the other
 half — on three mouse runs without ``--appearance`` it scored the right halves 1.9–3.3 dB under no
-map at all, the L1 map about 1 dB less under, at every step (docs/benchmarks.md). Reported beside the plain metrics as ``fit_psnr``, ``fit_ssim``, ``fit_l1``;
-the plain ones are unchanged.
+map at all, the L1 map 0.7–1.7 dB less under, at every step (docs/benchmarks.md). Reported beside
+the plain metrics as ``fit_psnr``, ``fit_ssim``, ``fit_l1``; the plain ones are unchanged.
 
 LPIPS is expensive on a CPU (a VGG-16 per view), so the trainer asks for it only at the final
 evaluation and the ``eval`` command always does; when it cannot be computed the result carries a
@@ -83,7 +83,8 @@ FIT_ITERATIONS = 25
 FIT_EPS = 1.0 / 255.0        # residual floor of the L1 weights: one 8-bit step
 
 
-def fit_colour_map(render: np.ndarray, gt: np.ndarray, keep: np.ndarray | None = None) -> np.ndarray:
+def fit_colour_map(render: np.ndarray, gt: np.ndarray,
+                   keep: np.ndarray | None = None) -> np.ndarray:
     """The (3, 4) ``[A | b]`` minimising ``Σ |A·render + b − gt|`` (per channel, L1) over the pixels
     in ``keep`` ((H, W) bool; all without it), by iteratively reweighted least squares from the
     least-squares map (weights ``1 / max(|residual|, FIT_EPS)``), on at most ``FIT_PIXELS`` of them.
@@ -104,7 +105,8 @@ def fit_colour_map(render: np.ndarray, gt: np.ndarray, keep: np.ndarray | None =
         for _ in range(FIT_ITERATIONS):
             xw = x * weight[:, None]
             lam = 1e-9 * max(weight.sum(), 1e-12)
-            w[:, ch] = np.linalg.solve(xw.T @ x + lam * np.eye(4), xw.T @ y[:, ch] + lam * prior[:, ch])
+            w[:, ch] = np.linalg.solve(xw.T @ x + lam * np.eye(4),
+                                       xw.T @ y[:, ch] + lam * prior[:, ch])
             weight = 1.0 / np.maximum(np.abs(y[:, ch] - x @ w[:, ch]), FIT_EPS)
     return w.T
 
@@ -250,7 +252,8 @@ def evaluate_views(dataset, render_fn, out_dir: str, iteration: int, *,
                 break
     finally:   # an interrupted evaluation writes no more PNGs than those already being written
         pool.shutdown(wait=True, cancel_futures=True)
-    keys = METRICS + (("lpips",) if scorer is not None else ()) + (FIT_METRICS if colour_fit else ())
+    keys = (METRICS + (("lpips",) if scorer is not None else ())
+            + (FIT_METRICS if colour_fit else ()))
     mean = {k: float(np.mean([v[k] for v in per_view.values()])) for k in keys} if per_view else {}
     gone = f"the mask of {_names(skipped)} leaves no pixel" if skipped else ""
     if not per_view:
