@@ -256,6 +256,23 @@ def load_training_data(data: str, resolution: int, eval_split: bool, background)
         raise UserError(str(exc)) from None
 
 
+def run_background(cfg: dict) -> tuple:
+    """The background colour a run trained with (its ``cfg.json``, parsed)."""
+    return tuple(cfg.get("background", (0.0, 0.0, 0.0)))
+
+
+def load_run_data(cfg: dict, data: str | None = None, resolution: float | None = None):
+    """The dataset a run trained on as its ``cfg.json`` (parsed) records it: data path, resolution,
+    split and background; ``data`` and ``resolution`` override the recorded ones."""
+    run = cfg.get("run", {})
+    data = data or run.get("data")
+    if data is None:
+        raise UserError("cfg.json does not record the data path: pass --data")
+    if resolution is None:
+        resolution = float(run.get("resolution", 1))
+    return load_training_data(data, resolution, run.get("eval_split", True), run_background(cfg))
+
+
 def latest_ply(out_dir: str) -> tuple[int, str]:
     base = os.path.join(out_dir, "point_cloud")
     found = []

@@ -15,9 +15,10 @@ from .common import (
     RENDER_MODE_OPTION,
     latest_ply,
     load_model_and_mode,
-    load_training_data,
+    load_run_data,
     make_renderer,
     render_mode_for,
+    run_background,
 )
 
 
@@ -86,16 +87,13 @@ def _evaluate(out_dir, data, iteration, device, drop_nonfinite, scale_list, anti
     run = cfg.get("run", {})
     if colour_fit is None:
         colour_fit = bool(cfg.get("appearance", False))
-    data = data or run.get("data")
-    if data is None:
-        raise UserError("cfg.json does not record the data path: pass --data")
     if iteration is None:
         iteration, ply_path = latest_ply(out_dir)
     else:
         ply_path = os.path.join(out_dir, "point_cloud", f"iteration_{iteration}", "point_cloud.ply")
     model, mode = load_model_and_mode(ply_path, drop_nonfinite)
     config = render_mode_for(mode, antialiased, click.echo)
-    background = tuple(cfg.get("background", (0.0, 0.0, 0.0)))
+    background = run_background(cfg)
     train_resolution = float(run.get("resolution", 1))
     render_fn, path_name = make_renderer(device, echo=click.echo, config=config)
     lpips = Lpips()
@@ -109,7 +107,7 @@ def _evaluate(out_dir, data, iteration, device, drop_nonfinite, scale_list, anti
         if resolution < 1.0:
             raise UserError(f"scale {scale:g} needs images {scale:g}x the training resolution "
                             f"(-r {train_resolution:g}), larger than the source images")
-        dataset = load_training_data(data, resolution, run.get("eval_split", True), background)
+        dataset = load_run_data(cfg, data, resolution)
         folder = out_dir if scale == 1.0 else os.path.join(out_dir, f"scale_{scale:g}")
         result = evaluate_views(dataset, lambda cam: render_fn(model, cam, background), folder,
                                 iteration, lpips=lpips, colour_fit=colour_fit)

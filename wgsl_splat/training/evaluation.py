@@ -52,6 +52,7 @@ from concurrent.futures import ThreadPoolExecutor
 import numpy as np
 
 from ..atomic_io import make_dirs, safe_file_stem, save_png
+from ..contract.appearance import identity
 from ..data.images import to_u8
 from ..reference.loss import psnr, ssim, ssim_map
 
@@ -98,7 +99,7 @@ def fit_colour_map(render: np.ndarray, gt: np.ndarray,
     stride = max(1, -(-len(c) // FIT_PIXELS))
     c, y = c[::stride], y[::stride]
     x = np.concatenate([c, np.ones((len(c), 1))], axis=1)
-    prior = np.vstack([np.eye(3), np.zeros((1, 3))])          # W = [A | b]ᵀ, (4, 3)
+    prior = identity(1)[0].T.astype(np.float64)               # W = [A | b]ᵀ, (4, 3)
     w = np.empty((4, 3))
     for ch in range(3):
         weight = np.ones(len(x))
@@ -124,7 +125,7 @@ def colour_fitted_metrics(render: np.ndarray, gt: np.ndarray,
     left[:, :half] = True
     if keep is not None:
         left &= keep
-    m = fit_colour_map(a, b, left) if left.any() else np.hstack([np.eye(3), np.zeros((3, 1))])
+    m = fit_colour_map(a, b, left) if left.any() else identity(1)[0]
     fitted = a[:, half:] @ m[:, :3].T + m[:, 3]
     right = image_metrics(fitted, b[:, half:], None if keep is None else keep[:, half:])
     return {f"fit_{k}": v for k, v in right.items()}
