@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+from dataclasses import dataclass
 
 import click
 import numpy as np
@@ -39,75 +40,87 @@ from .common import (
 @DEVICE_OPTION
 def eval_cmd(out_dir, data, iteration, scales, colour_fit, drop_nonfinite, antialiased, device):
     """Re-evaluate a finished training run on its held-out views: PSNR, SSIM, L1 into metrics.json."""
-    evaluate(out_dir, data, iteration, device, drop_nonfinite, scales=scales,
-             antialiased=antialiased, colour_fit=colour_fit)
+    evaluate(EvalRequest(out_dir, data=data, iteration=iteration, device=device,
+                         drop_nonfinite=drop_nonfinite, scales=parse_scales(scales),
+                         antialiased=antialiased, colour_fit=colour_fit))
 
 
-def parse_scales(text: str | None) -> list[float]:
-    """``--scales 1,0.5,0.25`` -> [1.0, 0.5, 0.25] (positive numbers); None -> [1.0]."""
+@dataclass(frozen=True)
+class EvalRequest:
+    """What ``eval`` re-evaluates, and how (its flags; None: what the run recorded)."""
+
+    out_dir: str
+    data: str | None = None             # the scene (None: the one in cfg.json)
+    iteration: int | None = None        # the saved model (None: the latest)
+    device: str = "auto"
+    drop_nonfinite: bool = False
+    scales: tuple[float, ...] = (1.0,)  # render scales relative to the training resolution
+    antialiased: bool | None = None     # None: the model's own render mode
+    colour_fit: bool | None = None      # None: on for a run trained with --appearance
+
+
+def parse_scales(text: str | None) -> tuple[float, ...]:
+    """``--scales 1,0.5,0.25`` -> (1.0, 0.5, 0.25) (positive numbers); None -> (1.0,)."""
     if text is None:
-        return [1.0]
+        return (1.0,)
     try:
         scales = [float(v) for v in text.split(",") if v.strip()]
     except ValueError:
         scales = []
     if not scales or not all(np.isfinite(s) and s > 0 for s in scales):
         raise UserError(f"--scales takes comma-separated positive numbers, got {text!r}")
-    return scales
+    return tuple(scales)
 
 
-def evaluate(out_dir: str, data: str | None, iteration: int | None, device: str,
-             drop_nonfinite: bool = False, scales: str | None = None,
-             antialiased: bool | None = None, colour_fit: bool | None = None) -> None:
-    """Re-evaluate a finished run on its held-out views (same data, resolution and split); with
-    ``scales``, also at other resolutions: scale s renders the cameras at s times the training
-    resolution against ground truth area-downscaled from the source images (Mip-Splatting's
-    multi-scale protocol; s > 1 needs sources larger than the training images)."""
+def evaluate(req: EvalRequest) -> None:
+    """Re-evaluate a finished run on its held-out views (same data, resolution and split); at
+    other ``scales`` too: scale s renders the cameras at s times the training resolution against
+    ground truth area-downscaled from the source images (Mip-Splatting's multi-scale protocol;
+    s > 1 needs sources larger than the training images)."""
     from .run_dir import RunDirError, lock_folder
 
-    if not os.path.isfile(os.path.join(out_dir, "cfg.json")):
-        raise UserError(f"{out_dir} has no cfg.json: is it a training output folder?")
-    scale_list = parse_scales(scales)
+    if not os.path.isfile(os.path.join(req.out_dir, "cfg.json")):
+        raise UserError(f"{req.out_dir} has no cfg.json: is it a training output folder?")
     try:
-        lock = lock_folder(out_dir)   # a run training there would write metrics.json too
+        lock = lock_folder(req.out_dir)   # a run training there would write metrics.json too
     except RunDirError as exc:
         raise UserError(str(exc)) from None
     with lock:
-        _evaluate(out_dir, data, iteration, device, drop_nonfinite, scale_list, antialiased,
-                  colour_fit)
+        _evaluate(req)
 
 
-def _evaluate(out_dir, data, iteration, device, drop_nonfinite, scale_list, antialiased,
-              colour_fit) -> None:
+def _evaluate(req: EvalRequest) -> None:
     from ..atomic_io import write_json
     from ..training.evaluation import Lpips, evaluate_views
 
+    out_dir, iteration = req.out_dir, req.iteration
     with open(os.path.join(out_dir, "cfg.json")) as f:
         cfg = json.load(f)
     run = cfg.get("run", {})
+    colour_fit = req.colour_fit
     if colour_fit is None:
         colour_fit = bool(cfg.get("appearance", False))
     if iteration is None:
         iteration, ply_path = latest_ply(out_dir)
     else:
         ply_path = os.path.join(out_dir, "point_cloud", f"iteration_{iteration}", "point_cloud.ply")
-    model, mode = load_model_and_mode(ply_path, drop_nonfinite)
-    config = render_mode_for(mode, antialiased, click.echo)
+    model, mode = load_model_and_mode(ply_path, req.drop_nonfinite)
+    config = render_mode_for(mode, req.antialiased, click.echo)
     background = run_background(cfg)
     train_resolution = float(run.get("resolution", 1))
-    render_fn, path_name = make_renderer(device, echo=click.echo, config=config)
+    render_fn, path_name = make_renderer(req.device, echo=click.echo, config=config)
     lpips = Lpips()
     metrics_path = os.path.join(out_dir, "metrics.json")
     metrics = {}
     if os.path.isfile(metrics_path):
         with open(metrics_path) as f:
             metrics = json.load(f)
-    for scale in scale_list:
+    for scale in req.scales:
         resolution = train_resolution / scale
         if resolution < 1.0:
             raise UserError(f"scale {scale:g} needs images {scale:g}x the training resolution "
                             f"(-r {train_resolution:g}), larger than the source images")
-        dataset = load_run_data(cfg, data, resolution)
+        dataset = load_run_data(cfg, req.data, resolution)
         folder = out_dir if scale == 1.0 else os.path.join(out_dir, f"scale_{scale:g}")
         result = evaluate_views(dataset, lambda cam: render_fn(model, cam, background), folder,
                                 iteration, lpips=lpips, colour_fit=colour_fit)
