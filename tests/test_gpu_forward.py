@@ -251,47 +251,10 @@ def test_splats_behind_the_camera_are_culled(renderer):
 
 def test_one_splat_covering_the_whole_image(renderer):
     cam = _front_camera(100, 75)
-    # wide across the view and thin along it: the camera, 4 units away, stays outside its body
-    # (one 4.5 wide every way would hold the camera and be culled)
-    model = _model([[0.0, 0.0, 0.0]], opacity_logit=1.0)
-    model.log_scales[:] = np.log([4.5, 4.5, 0.05]).astype(np.float32)
-    model.quats[:] = (1.0, 0.0, 0.0, 0.0)
-    img, ref = compare(renderer, model, cam, (0.0, 0.0, 1.0))
+    img, ref = compare(renderer, _model([[0.0, 0.0, 0.0]], log_scale=1.5, opacity_logit=1.0), cam,
+                       (0.0, 0.0, 1.0))
     assert ref.proj.tile_rect[0].tolist() == [0, 0, cam.width // 16 + 1, cam.height // 16 + 1]
     assert (img[..., 0] > 0.1).all()
-
-
-@pytest.mark.parametrize("layout", ["cpu", "gpu"])
-def test_gaussians_whose_body_holds_the_camera_are_culled(gpu_ctx, layout):
-    """Gaussians all around the camera, from well inside CAMERA_CLEARANCE σ of it to well outside
-    (none within 2 % of the edge, where float32 and float64 may decide differently): the device
-    culls exactly the reference's, in both layouts, and renders what it renders."""
-    from wgsl_splat.reference import project
-
-    seed = fresh_seed()
-    rng = np.random.default_rng(seed)
-    cam = _front_camera(70, 50)
-    n = 400
-    dirs = rng.normal(size=(n, 3))
-    dirs[:, 2] = np.abs(dirs[:, 2]) + 0.3            # in front of the camera, mostly in view
-    dirs /= np.linalg.norm(dirs, axis=1, keepdims=True)
-    dist = rng.uniform(0.3, 3.0, n)
-    model = _model(cam.center + dirs * dist[:, None], log_scale=0.0, opacity_logit=-1.0)
-    model.log_scales[:] = rng.uniform(-1.5, 0.5, (n, 3)).astype(np.float32)
-    model.quats[:] = rng.normal(size=(n, 4)).astype(np.float32)
-    sigma = project(model.astype(np.float64), cam).terms["camera_sigma"]
-    keep = np.abs(sigma / CLASSIC.camera_clearance - 1.0) > 0.02
-    model = model.subset(np.flatnonzero(keep))
-    sigma = sigma[keep]
-    inside = sigma < CLASSIC.camera_clearance
-    assert 20 < inside.sum() < len(sigma) - 20, f"seed {seed}: {inside.sum()} of {len(sigma)}"
-    r = GpuRenderer(gpu_ctx, layout=Layout.of(gpu_ctx, layout))
-    img, ref = compare(r, model, cam, (0.2, 0.3, 0.4), seed=seed)
-    assert (ref.proj.radii[inside] == 0).all(), f"seed {seed}"
-    gp = r.read_projection()
-    assert_projection_rects_match(gp, ref.proj, f"seed {seed}, {layout}")
-    assert (gp["radii"][inside] == 0).all(), f"seed {seed}, {layout}"
-    assert (gp["radii"][~inside] > 0).any(), f"seed {seed}, {layout}"
 
 
 def test_empty_model(renderer):
@@ -304,11 +267,9 @@ def test_saturating_stack_stops_early(renderer):
     """Opaque splats stacked along the view ray: central pixels reach T < 1e-4 in the first batch.
     (Opacity below the 0.99 clamp: with alpha = 0.99 twice, T = 1e-4 exactly, the threshold.)"""
     cam = _front_camera(48, 48)
-    z = np.linspace(-0.9, 1.0, 300)
+    z = np.linspace(-1.0, 1.0, 300)
     means = np.stack([np.zeros_like(z), np.zeros_like(z), z], 1)
-    # scale 0.9, at least 3.1 from the camera: none holds it within 3σ (camera_clearance)
-    img, ref = compare(renderer, _model(means, log_scale=np.log(0.9), opacity_logit=4.0), cam,
-                       (1, 1, 1))
+    img, ref = compare(renderer, _model(means, log_scale=0.5, opacity_logit=4.0), cam, (1, 1, 1))
     centre = (slice(20, 28), slice(20, 28))
     assert ref.raster.final_T[centre].max() < 5e-3
     assert 0 < ref.raster.last_contrib[centre].max() < 64
@@ -323,11 +284,7 @@ def many_intersections_scene(rng):
     model = GaussianModel.random(2001, rng, extent=1.0, scale_range=(0.05, 0.3), sh_degree=1,
                                  dtype=np.float32)
     model.means[:400] *= 0.3
-    # wide across the view, thin along it: a Gaussian 2 wide every way, 3 from the camera, would
-    # hold the camera within 3σ and be culled (render_config.camera_clearance)
     model.log_scales[:400] = np.log(rng.uniform(1.5, 2.5, (400, 3)))
-    model.log_scales[:400, 2] = np.log(0.05)
-    model.quats[:400] = (1.0, 0.0, 0.0, 0.0)
     model.opacity_logits[:400] = rng.uniform(-5.0, -3.0, 400)
     cam = Camera.look_at((0.2, 0.1, -3.0), (0, 0, 0), width=256, height=192, fov_x_deg=60)
     return model, cam

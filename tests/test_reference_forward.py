@@ -101,34 +101,6 @@ def test_culling_rules():
     assert list(proj.visible) == [False, False, True]
 
 
-def test_a_gaussian_whose_body_holds_the_camera_is_culled():
-    """A camera stands in empty space: a Gaussian closer to it than CAMERA_CLEARANCE σ is culled
-    (it would cover the whole view: mouse's held-out views, docs/benchmarks.md), one as close in
-    metres but flat along the line to the camera is drawn."""
-    cam = axis_camera()
-    k = CLASSIC.camera_clearance
-    around = single_splat([0.3, 0, 1.0], 1.0, 2.0, (1, 1, 1))      # 1.04 σ from the camera
-    flat = single_splat([0.3, 0, 1.0], 1.0, 2.0, (1, 1, 1))
-    flat.log_scales[0] = np.log([0.05, 1.0, 0.05])                    # 20 σ away along x and z
-    just_in = single_splat([0, 0, 0.999 * k * 2.0], 2.0, 0, (1, 1, 1))
-    just_out = single_splat([0, 0, 1.001 * k * 2.0], 2.0, 0, (1, 1, 1))
-    proj = project(GaussianModel.concatenate([around, flat, just_in, just_out]), cam)
-    assert list(proj.visible) == [False, True, False, True]
-    assert render(around, cam, (0.1, 0.2, 0.3)).image == pytest.approx(
-        np.broadcast_to((0.1, 0.2, 0.3), (cam.height, cam.width, 3)))
-
-
-def test_camera_distance_sigma_is_the_mahalanobis_distance():
-    """Against (c − μ)ᵀ Σ⁻¹ (c − μ) from the covariance itself, random Gaussians and camera."""
-    rng, seed = fresh_rng()
-    model, cam = random_scene(rng, n=50, width=64, height=48)
-    proj = project(model, cam)
-    cov = proj.terms["cov3d"]
-    d = cam.center[None, :] - model.means
-    want = np.sqrt(np.einsum("ni,nij,nj->n", d, np.linalg.inv(cov), d))
-    np.testing.assert_allclose(proj.terms["camera_sigma"], want, rtol=1e-9, err_msg=f"seed {seed}")
-
-
 def test_sh_degree0_colour_and_view_dependence():
     rng, seed = fresh_rng()
     dirs = rng.normal(size=(20, 3))

@@ -53,10 +53,6 @@ def check_mode(mode: str, where: str = "render mode") -> str:
 class RenderConfig:
     mode: str = "classic"
     near_plane: float = 0.01            # cull Gaussians whose camera-space z is below this
-    # cull a Gaussian whose body holds the camera: the camera centre closer to its mean than this
-    # many σ (Mahalanobis distance). A camera stands in empty space, and EWA's linearisation at
-    # the mean means nothing from inside; such a Gaussian covers the whole view (docs/design.md)
-    camera_clearance: float = 3.0
     frustum_clamp: float = 1.3          # view-ray tangent clamped to ±this·tan(half-fov) in J
     classic_dilation: float = 0.3       # px² added to Σ2D in the classic mode
     mip_filter_2d: float = 0.1          # px² of the 2D Mip filter in the antialiased mode
@@ -97,7 +93,6 @@ class RenderConfig:
             "// Generated from wgsl_splat/render_config.py (RenderConfig); not a file on disk.",
             f"const TILE_SIZE: u32 = {int(self.tile_size)}u;",
             f"const NEAR_PLANE: f32 = {float(self.near_plane)!r};",
-            f"const CAMERA_CLEARANCE: f32 = {float(self.camera_clearance)!r};",
             f"const COV2D_DILATION: f32 = {float(self.dilation)!r};",
             f"const ALPHA_MIN: f32 = {float(self.alpha_min)!r};",
             f"const ALPHA_MAX: f32 = {float(self.alpha_max)!r};",

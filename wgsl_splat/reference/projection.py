@@ -1,7 +1,7 @@
 """EWA projection of 3D Gaussians to screen space, and its exact analytic backward pass.
 
 Conventions (docs/design.md §2): OpenCV camera, pinhole intrinsics, pixel centres at integer + 0.5,
-near-plane cull at z < 0.01, a Gaussian culled whose 3σ body holds the camera, the tangent of the view ray clamped to ±1.3·tan(half-fov) before the
+near-plane cull at z < 0.01, the tangent of the view ray clamped to ±1.3·tan(half-fov) before the
 Jacobian, 0.3 px² low-pass dilation, radius = ceil(3·sqrt(λ_max)), 16×16 pixel tiles; the values
 come from a :class:`~wgsl_splat.render_config.RenderConfig`.
 
@@ -158,17 +158,6 @@ def valid_rows(model: GaussianModel) -> np.ndarray:
     return finite & (model.quats != 0).any(axis=1)
 
 
-def camera_distance_sigma(t: np.ndarray, rot_cam: np.ndarray, rot: np.ndarray,
-                          scales: np.ndarray) -> np.ndarray:
-    """The camera centre's Mahalanobis distance to every Gaussian, in σ: with ``t`` the means in
-    camera space (N,3), the centre minus a mean is −Wᵀt in world space; in the Gaussian's frame
-    (``rot`` R, axes as columns) Rᵀ(−Wᵀt), each axis divided by its scale."""
-    with np.errstate(invalid="ignore", over="ignore", divide="ignore"):
-        d = -(t @ rot_cam)                        # rows: −Wᵀ t
-        local = np.einsum("njk,nj->nk", rot, d) / scales
-        return np.sqrt(np.sum(local * local, axis=1))
-
-
 def project(model: GaussianModel, camera: Camera, active_sh_degree: int | None = None,
             config: RenderConfig = CLASSIC, filter_3d: np.ndarray | None = None) -> Projection:
     """Project every Gaussian; computed in the model's dtype (use float64 for gradient checks).
@@ -217,11 +206,9 @@ def project(model: GaussianModel, camera: Camera, active_sh_degree: int | None =
     b = cov2d[:, 0, 1]
     c = cov2d[:, 1, 1] + config.dilation
     det = a * c - b * b
-    camera_sigma = camera_distance_sigma(t, rot_cam, rot, scales3)
-    holds_camera = camera_sigma < config.camera_clearance
     with np.errstate(invalid="ignore"):
         ok = in_front & np.isfinite(a) & np.isfinite(b) & np.isfinite(c) & np.isfinite(det) \
-            & (det > 0) & ~holds_camera
+            & (det > 0)
     safe_det = np.where(ok, det, 1.0)
     conics = np.stack([c / safe_det, -b / safe_det, a / safe_det], axis=1)
     mid = 0.5 * (a + c)
@@ -269,7 +256,7 @@ def project(model: GaussianModel, camera: Camera, active_sh_degree: int | None =
                  clamped_y=clamped_y, qn=qn, qnorm=qnorm, rot=rot, scales=scales, m=m,
                  cov3d=cov3d, tmat=tmat, view_len=view_len, dirs=dirs,
                  colors_raw=colors_raw, sh_degree=deg, sigmoid=sigmoid, scales3=scales3,
-                 comp3=comp3, comp2=comp2, camera_sigma=camera_sigma,
+                 comp3=comp3, comp2=comp2,
                  filter_3d=None if filter_3d is None else np.asarray(filter_3d, dtype))
     return Projection(means2d, conics, t[:, 2].copy(), radii, colors, opacities, rect,
                       camera.width, camera.height, terms, config)

@@ -135,8 +135,7 @@ T_MARGIN = 1e-4
 def threshold_splats(out, camera: Camera, margin: float = THRESHOLD_MARGIN) -> np.ndarray:
     """(N,) bool: splats at a decision float32 and float64 may take differently, in the reference
     render ``out`` of ``camera``: a colour channel at the clamp at 0, the view-ray tangent at the
-    Jacobian's frustum clamp, the depth at the near plane, the camera at the edge of the 3σ body
-    that culls a Gaussian holding it, or, in some pixel, α within ``margin``
+    Jacobian's frustum clamp, the depth at the near plane, or, in some pixel, α within ``margin``
     (relative) of 1/255 or of the 0.99 clamp, a power at 0, a transmittance near the 1e-4 stop, or
     a depth equal to another splat's of the tile to float32 resolution (their order may swap). A
     flipped decision changes the gradient by a finite amount (a whole pair's contribution), which
@@ -151,8 +150,6 @@ def threshold_splats(out, camera: Camera, margin: float = THRESHOLD_MARGIN) -> n
     for u, tan in (("ux", camera.tan_half_fov_x), ("uy", camera.tan_half_fov_y)):
         flag |= np.abs(np.abs(tm[u]) / (cfg.frustum_clamp * tan) - 1.0) < margin
     flag |= np.abs(proj.depths / cfg.near_plane - 1.0) < margin
-    if cfg.camera_clearance > 0:   # the camera at the edge of a Gaussian's culled body
-        flag |= np.abs(tm["camera_sigma"] / cfg.camera_clearance - 1.0) < margin
     for tile in out.raster.structure.tiles:
         ids = tile.ids
         if len(ids) == 0:

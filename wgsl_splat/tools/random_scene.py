@@ -27,7 +27,7 @@ def random_scene(rng: np.random.Generator, n: int = 64, width: int = 70, height:
                  ) -> tuple[GaussianModel, Camera]:
     """``n`` Gaussians around the origin seen by a random camera; with ``edge_cases`` about a
     third of them are: behind the camera, straddling the image border, tiny (sub-pixel), huge
-    (covering the whole image), holding the camera in their body (culled), a tight overlapping stack, outside the frustum clamp but reaching
+    (covering the whole image), a tight overlapping stack, outside the frustum clamp but reaching
     into the image, and nearly opaque ones."""
     cam = random_camera(rng, width, height)
     model = GaussianModel.random(n, rng, extent=1.0, sh_degree=sh_degree, dtype=np.float64)
@@ -54,21 +54,9 @@ def random_scene(rng: np.random.Generator, n: int = 64, width: int = 70, height:
         model.means[s] = to_world(np.column_stack([(u - cam.cx) / cam.fx * z, (v - cam.cy) / cam.fy * z, z]))
         s = take(k)  # tiny: far below a pixel, only the 0.3 px² dilation gives them a footprint
         model.log_scales[s] = np.log(rng.uniform(1e-4, 1e-3, (s.stop - s.start, 3)))
-        s = take(max(1, k // 2))  # huge: covers the whole image, the camera outside its 3σ body
-        m = s.stop - s.start
-        size = rng.uniform(1.5, 3.0, m)
-        model.means[s] = to_world(np.column_stack([rng.normal(0, 0.1, (m, 2)),
-                                                   size * rng.uniform(3.4, 3.8, m)]))
-        # anisotropic (an isotropic splat's rotation gradient is exactly zero: no relative error
-        # to compare), each axis at most ``size``, so the camera stays 3.4 of them away
-        model.log_scales[s] = np.log(size[:, None] * rng.uniform(0.7, 1.0, (m, 3)))
-        model.opacity_logits[s] = rng.uniform(-3.0, -1.0, m)
-        s = take(max(1, k // 2))  # holding the camera within 1σ: culled (camera_clearance)
-        m = s.stop - s.start
-        model.means[s] = to_world(np.column_stack([rng.uniform(-0.3, 0.3, (m, 2)),
-                                                   rng.uniform(0.2, 0.6, m)]))
-        model.log_scales[s] = np.log(rng.uniform(1.0, 2.0, (m, 3)))
-        model.opacity_logits[s] = rng.uniform(0.0, 2.0, m)
+        s = take(max(1, k // 2))  # huge: covers the whole image
+        model.log_scales[s] = np.log(rng.uniform(1.5, 3.0, (s.stop - s.start, 3)))
+        model.opacity_logits[s] = rng.uniform(-3.0, -1.0, s.stop - s.start)
         s = take(k)  # overlapping stack along the view ray through the image centre
         m = s.stop - s.start
         z = np.linspace(3.0, 3.6, m) + rng.normal(0, 0.01, m)
@@ -81,9 +69,7 @@ def random_scene(rng: np.random.Generator, n: int = 64, width: int = 70, height:
         u = cam.cx + side * rng.uniform(1.45, 1.7) * cam.tan_half_fov_x * cam.fx
         v = rng.uniform(0, height, m)
         model.means[s] = to_world(np.column_stack([(u - cam.cx) / cam.fx * z, (v - cam.cy) / cam.fy * z, z]))
-        # as wide as the camera's distance allows with the camera outside its 3σ body
-        dist = z * np.sqrt(1.0 + ((u - cam.cx) / cam.fx) ** 2 + ((v - cam.cy) / cam.fy) ** 2)
-        model.log_scales[s] = np.log(rng.uniform(0.25, 0.29, (m, 3)) * dist[:, None])
+        model.log_scales[s] = np.log(rng.uniform(0.8, 1.2, (m, 3)) * z[:, None])
         model.opacity_logits[s] = rng.uniform(-1.0, 1.0, m)
         s = take(k)  # nearly opaque elsewhere
         model.opacity_logits[s] = rng.uniform(4.0, 8.0, s.stop - s.start)

@@ -120,14 +120,6 @@ fn ewa_terms(i: u32, t: vec3<f32>) -> Ewa {
     return e;
 }
 
-// Whether the Gaussian's body holds the camera: the camera centre closer to the mean than
-// CAMERA_CLEARANCE σ (reference camera_distance_sigma). The centre minus the mean is −Wᵀt.
-fn holds_camera(e: Ewa, t: vec3<f32>) -> bool {
-    let d = -(t.x * rp.w2c0.xyz + t.y * rp.w2c1.xyz + t.z * rp.w2c2.xyz);
-    let l = vec3<f32>(dot(e.rot[0], d), dot(e.rot[1], d), dot(e.rot[2], d)) / e.scale3;
-    return dot(l, l) < CAMERA_CLEARANCE * CAMERA_CLEARANCE;
-}
-
 // Antialiased mode (Mip-Splatting; math in wgsl_splat/reference/projection.py). The 3D filter's
 // opacity factor sqrt(det Σ / det(Σ + f²I)) = Π scale / scale3.
 fn filter3d_compensation(e: Ewa) -> f32 {

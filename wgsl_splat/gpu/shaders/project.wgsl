@@ -81,7 +81,7 @@ fn project(@builtin(local_invocation_index) lid: u32,
         let cb = e.cov.y;
         let cc = e.cov.z;
         let det = ca * cc - cb * cb;
-        if (!any_nonfinite3(e.cov) && !nonfinite(det) && det > 0.0 && !holds_camera(e, t)) {
+        if (!any_nonfinite3(e.cov) && !nonfinite(det) && det > 0.0) {
             if (ANTIALIASED) {
                 s.opacity = s.opacity * filter3d_compensation(e) * filter2d_compensation(e, det);
             }
