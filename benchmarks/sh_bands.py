@@ -22,12 +22,11 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from wgsl_splat.app.common import (  # noqa: E402
-    latest_ply,
-    load_model_and_mode,
     load_run_data,
     make_renderer,
     render_mode_for,
     run_background,
+    run_model,
 )
 from wgsl_splat.model import num_sh_coeffs  # noqa: E402
 from wgsl_splat.training.evaluation import evaluate_views  # noqa: E402
@@ -44,11 +43,7 @@ def truncated(model, degree: int):
 def bands(run: str, iteration: int | None, device: str = "auto") -> dict:
     with open(os.path.join(run, "cfg.json")) as f:
         cfg = json.load(f)
-    if iteration is None:
-        iteration, ply = latest_ply(run)
-    else:
-        ply = os.path.join(run, "point_cloud", f"iteration_{iteration}", "point_cloud.ply")
-    model, mode = load_model_and_mode(ply, False)
+    iteration, model, mode = run_model(run, iteration)
     background = run_background(cfg)
     render_fn, _ = make_renderer(device, echo=lambda s: None,
                                  config=render_mode_for(mode, None, lambda s: None))

@@ -29,12 +29,11 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from wgsl_splat.app.common import (  # noqa: E402
-    latest_ply,
-    load_model_and_mode,
     load_run_data,
     make_renderer,
     render_mode_for,
     run_background,
+    run_model,
 )
 from wgsl_splat.reference.projection import project  # noqa: E402
 from wgsl_splat.training.evaluation import held_out_views, image_metrics  # noqa: E402
@@ -69,11 +68,7 @@ def veils(run: str, iteration: int | None = None, view: str | None = None, candi
     ``psnr``, the ``veils`` found (largest gain first) and ``unveiled_psnr``."""
     with open(os.path.join(run, "cfg.json")) as f:
         cfg = json.load(f)
-    if iteration is None:
-        iteration, ply = latest_ply(run)
-    else:
-        ply = os.path.join(run, "point_cloud", f"iteration_{iteration}", "point_cloud.ply")
-    model, mode = load_model_and_mode(ply)
+    iteration, model, mode = run_model(run, iteration)
     config = render_mode_for(mode, None, lambda *_: None)
     render, _ = make_renderer(device, config=config)
     background = run_background(cfg)

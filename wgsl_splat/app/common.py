@@ -286,3 +286,15 @@ def latest_ply(out_dir: str) -> tuple[int, str]:
         raise UserError(f"no point_cloud/iteration_*/point_cloud.ply in {out_dir}: is it a training output folder?")
     return max(found)
 
+
+
+
+def run_model(out_dir: str, iteration: int | None = None,
+              drop_nonfinite: bool = False) -> tuple[int, GaussianModel, str]:
+    """A run's saved model at ``iteration`` (None: the latest), its iteration and render mode."""
+    if iteration is None:
+        iteration, ply = latest_ply(out_dir)
+    else:
+        ply = os.path.join(out_dir, "point_cloud", f"iteration_{iteration}", "point_cloud.ply")
+    model, mode = load_model_and_mode(ply, drop_nonfinite)
+    return iteration, model, mode

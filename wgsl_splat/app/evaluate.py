@@ -14,12 +14,11 @@ from .common import (
     DEVICE_OPTION,
     DROP_NONFINITE_OPTION,
     RENDER_MODE_OPTION,
-    latest_ply,
-    load_model_and_mode,
     load_run_data,
     make_renderer,
     render_mode_for,
     run_background,
+    run_model,
 )
 
 
@@ -100,11 +99,7 @@ def _evaluate(req: EvalRequest) -> None:
     colour_fit = req.colour_fit
     if colour_fit is None:
         colour_fit = bool(cfg.get("appearance", False))
-    if iteration is None:
-        iteration, ply_path = latest_ply(out_dir)
-    else:
-        ply_path = os.path.join(out_dir, "point_cloud", f"iteration_{iteration}", "point_cloud.ply")
-    model, mode = load_model_and_mode(ply_path, req.drop_nonfinite)
+    iteration, model, mode = run_model(out_dir, iteration, req.drop_nonfinite)
     config = render_mode_for(mode, req.antialiased, click.echo)
     background = run_background(cfg)
     train_resolution = float(run.get("resolution", 1))
