@@ -24,7 +24,7 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from wgsl_splat.app.common import load_run_data  # noqa: E402
+from wgsl_splat.app.common import load_run_data, run_config  # noqa: E402
 from wgsl_splat.atomic_io import safe_file_stem  # noqa: E402
 from wgsl_splat.training.evaluation import (  # noqa: E402
     colour_fitted_metrics,
@@ -34,8 +34,7 @@ from wgsl_splat.training.evaluation import (  # noqa: E402
 
 
 def rescore(run: str) -> dict:
-    with open(os.path.join(run, "cfg.json")) as f:
-        cfg = json.load(f)
+    cfg = run_config(run)
     dataset = load_run_data(cfg)
     views = held_out_views(dataset)
     if not views:

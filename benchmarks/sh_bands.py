@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import sys
 import tempfile
 from pathlib import Path
@@ -26,6 +25,7 @@ from wgsl_splat.app.common import (  # noqa: E402
     make_renderer,
     render_mode_for,
     run_background,
+    run_config,
     run_model,
 )
 from wgsl_splat.model import num_sh_coeffs  # noqa: E402
@@ -41,8 +41,7 @@ def truncated(model, degree: int):
 
 
 def bands(run: str, iteration: int | None, device: str = "auto") -> dict:
-    with open(os.path.join(run, "cfg.json")) as f:
-        cfg = json.load(f)
+    cfg = run_config(run)
     iteration, model, mode = run_model(run, iteration)
     background = run_background(cfg)
     render_fn, _ = make_renderer(device, echo=lambda s: None,

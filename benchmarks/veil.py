@@ -19,9 +19,7 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import sys
-from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
@@ -33,6 +31,7 @@ from wgsl_splat.app.common import (  # noqa: E402
     make_renderer,
     render_mode_for,
     run_background,
+    run_config,
     run_model,
 )
 from wgsl_splat.reference.projection import project  # noqa: E402
@@ -40,13 +39,11 @@ from wgsl_splat.training.evaluation import held_out_views, image_metrics  # noqa
 from wgsl_splat.training.startup import scene_extent  # noqa: E402
 
 
-def without(model, drop: np.ndarray):
+def without(model, drop):
     """The model without the rows in ``drop`` (indices)."""
     keep = np.ones(model.num, bool)
     keep[np.asarray(drop, int)] = False
-    return replace(model, means=model.means[keep], log_scales=model.log_scales[keep],
-                   quats=model.quats[keep], opacity_logits=model.opacity_logits[keep],
-                   sh=model.sh[keep])
+    return model.subset(keep)
 
 
 def seen_by(model, cameras) -> np.ndarray:
@@ -66,8 +63,7 @@ def veils(run: str, iteration: int | None = None, view: str | None = None, candi
           min_gain: float = 0.5, device: str = "auto") -> dict:
     """The module doc's measurement: ``dict(iteration, extent, views=[...])``; each view holds its
     ``psnr``, the ``veils`` found (largest gain first) and ``unveiled_psnr``."""
-    with open(os.path.join(run, "cfg.json")) as f:
-        cfg = json.load(f)
+    cfg = run_config(run)
     iteration, model, mode = run_model(run, iteration)
     config = render_mode_for(mode, None, lambda *_: None)
     render, _ = make_renderer(device, config=config)

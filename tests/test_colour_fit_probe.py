@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 
 import pytest
-from benchmark_scripts import load_benchmark
+from benchmark_scripts import load_benchmark, short_run
 from click.testing import CliRunner
 
 from wgsl_splat.app.cli import main
@@ -18,10 +18,7 @@ def load_probe():
 
 def test_colour_fit_probe_rescores_the_saved_renders(tmp_path):
     out = tmp_path / "run"
-    res = CliRunner().invoke(main, ["train", "--preset", "smoke", "--iters", "20", "-r", "4",
-                                    "--eval", "--eval-at", "10,20", "--device", "cpu",
-                                    "--out", str(out)])
-    assert res.exit_code == 0, res.output
+    short_run(out, "--eval-at", "10,20")
     res = CliRunner().invoke(main, ["eval", str(out), "--device", "cpu", "--colour-fit"])
     assert res.exit_code == 0, res.output
     metrics = json.loads((out / "metrics.json").read_text())

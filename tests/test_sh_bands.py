@@ -7,10 +7,8 @@ import json
 
 import numpy as np
 import pytest
-from benchmark_scripts import load_benchmark
-from click.testing import CliRunner
+from benchmark_scripts import load_benchmark, short_run
 
-from wgsl_splat.app.cli import main
 from wgsl_splat.data.ply import load_ply, save_ply
 from wgsl_splat.model import GaussianModel, num_sh_coeffs
 
@@ -21,9 +19,7 @@ def load_probe():
 
 def test_sh_bands_scores_the_run_and_cuts_the_higher_coefficients(tmp_path):
     out = tmp_path / "run"
-    res = CliRunner().invoke(main, ["train", "--preset", "smoke", "--iters", "20", "-r", "4",
-                                    "--eval", "--device", "cpu", "--out", str(out)])
-    assert res.exit_code == 0, res.output
+    short_run(out)
     probe = load_probe()
     first = probe.bands(str(out), None, device="cpu")
     assert first["iteration"] == 20 and sorted(first["degrees"]) == [0, 1, 2, 3]

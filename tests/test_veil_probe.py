@@ -6,10 +6,8 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from benchmark_scripts import load_benchmark
-from click.testing import CliRunner
+from benchmark_scripts import load_benchmark, short_run
 
-from wgsl_splat.app.cli import main
 from wgsl_splat.app.common import load_cameras_json
 from wgsl_splat.data.ply import load_ply, save_ply
 from wgsl_splat.model import GaussianModel, rgb_to_sh_dc
@@ -17,10 +15,7 @@ from wgsl_splat.model import GaussianModel, rgb_to_sh_dc
 
 def test_veil_probe_names_a_planted_veil_and_nothing_else(tmp_path):
     out = tmp_path / "run"
-    res = CliRunner().invoke(main, ["train", "--preset", "smoke", "--iters", "20", "-r", "4",
-                                    "--eval", "--eval-at", "20", "--device", "cpu",
-                                    "--out", str(out)])
-    assert res.exit_code == 0, res.output
+    short_run(out, "--eval-at", "20")
     probe = load_benchmark("veil")
     before = probe.veils(str(out), 20, device="cpu", candidates=8)
     assert before["views"], "the embedded scene holds views out"

@@ -287,6 +287,13 @@ def latest_ply(out_dir: str) -> tuple[int, str]:
     return max(found)
 
 
+def run_config(out_dir: str) -> dict:
+    """A run's ``cfg.json``, parsed (a one-line error for a folder that holds none)."""
+    path = os.path.join(out_dir, "cfg.json")
+    if not os.path.isfile(path):
+        raise UserError(f"{out_dir} has no cfg.json: is it a training output folder?")
+    with open(path) as f:
+        return json.load(f)
 
 
 def run_model(out_dir: str, iteration: int | None = None,

@@ -18,6 +18,7 @@ from .common import (
     make_renderer,
     render_mode_for,
     run_background,
+    run_config,
     run_model,
 )
 
@@ -78,23 +79,20 @@ def evaluate(req: EvalRequest) -> None:
     s > 1 needs sources larger than the training images)."""
     from .run_dir import RunDirError, lock_folder
 
-    if not os.path.isfile(os.path.join(req.out_dir, "cfg.json")):
-        raise UserError(f"{req.out_dir} has no cfg.json: is it a training output folder?")
+    cfg = run_config(req.out_dir)
     try:
         lock = lock_folder(req.out_dir)   # a run training there would write metrics.json too
     except RunDirError as exc:
         raise UserError(str(exc)) from None
     with lock:
-        _evaluate(req)
+        _evaluate(req, cfg)
 
 
-def _evaluate(req: EvalRequest) -> None:
+def _evaluate(req: EvalRequest, cfg: dict) -> None:
     from ..atomic_io import write_json
     from ..training.evaluation import Lpips, evaluate_views
 
     out_dir, iteration = req.out_dir, req.iteration
-    with open(os.path.join(out_dir, "cfg.json")) as f:
-        cfg = json.load(f)
     run = cfg.get("run", {})
     colour_fit = req.colour_fit
     if colour_fit is None:
