@@ -21,6 +21,7 @@ from wgsl_splat.strategy.adc import ADCRound
 from wgsl_splat.training.checkpoints import load_checkpoint
 from wgsl_splat.training.config import preset
 from wgsl_splat.training.errors import TrainingError
+from wgsl_splat.training.startup import initial_count
 from wgsl_splat.training.trainer import Trainer
 
 
@@ -129,19 +130,23 @@ class CollapsesToNothing(CpuTrainStep):
 
     def step_batch(self, views, active_sh_degree=None, noise=None):
         m = self.model
-        if len(m) == 600:
-            m.opacity_logits[:570] = -20.0
-            m.opacity_logits[570:] = -4.6       # 0.01: kept, barely visible
+        self.start = getattr(self, "start", len(m))
+        if len(m) == self.start:           # until the first densification prunes
+            m.opacity_logits[:-30] = -20.0
+            m.opacity_logits[-30:] = -4.6       # 0.01: kept, barely visible
         m.means[:] = 1e4
         return super().step_batch(views, active_sh_degree, noise)
 
 
 def test_a_collapse_to_nothing_stops_the_run(tmp_path):
+    cfg = tiny_config(16)
+    start = initial_count(tiny_dataset(), cfg)       # the cloud's 600 and its background shell
+    assert start > 600
     with pytest.raises(TrainingError, match="the model collapsed: it renders no better than the "
-                       "background alone .* and 30 of its 600 starting Gaussians are left at "
+                       f"background alone .* and 30 of its {start} starting Gaussians are left at "
                        "step 8: training diverged and the checkpoint was not written; the last "
                        "good checkpoint is none"):
-        run(tmp_path, tiny_config(16), factory=lambda a, s: CollapsesToNothing(a, spec=s))
+        run(tmp_path, cfg, factory=lambda a, s: CollapsesToNothing(a, spec=s))
     assert not (tmp_path / "checkpoints").exists() and not (tmp_path / "point_cloud").exists()
 
 

@@ -79,6 +79,16 @@ class TrainConfig:
     log_every: int = option(100, "Steps between log lines.", minimum=1)
     random_init_points: int = option(100_000, "Random points to start from when the scene has no "
                                               "point cloud.", minimum=1)
+    # issue 36: SfM finds no points on textureless background, which a model then draws with
+    # Gaussians grown from the cloud's outliers into the scene's size among the cameras (mouse)
+    background_fraction: float = option(
+        0.5, "A run from a point cloud also starts from this many points per cloud point, spread "
+             "over a sphere beyond the cameras and the cloud (those a training view sees): a "
+             "place for the background the cloud has no points on (walls, a desk, the sky; "
+             "0: off).", flag="--background-fraction", minimum=0.0)
+    background_radius: float = option(
+        1.5, "That sphere's radius, x the radius around the training cameras' centre that holds "
+             "them all and 99% of the cloud.", minimum=1.0)
     lpips: bool = option(True, "LPIPS-VGG at the final evaluation when installed.")
     render_mode: str = option(
         "classic", "Train and render with Mip-Splatting's filters (3D smoothing + 2D Mip filter), "
@@ -156,6 +166,8 @@ def _upgrade(d: dict) -> dict:
                      if k not in ("budget_per_observation", "full_view_pixels")}
         # 2026-11-28: growth validated on withheld views; a run begun without it goes on so
         d["fast"].setdefault("validation_every_nth", 0)
+    # 2026-11-29: the background shell; a run configured before it started without one
+    d.setdefault("background_fraction", 0.0)
     if "constant_lr_scale" in d.get("optim", {}):   # 2026-11-28: the fast preset's first rates
         d["optim"] = dict(d["optim"])
         factor = d["optim"].pop("constant_lr_scale")
