@@ -20,6 +20,7 @@ from wgsl_splat.app.cli import main
 from wgsl_splat.contract.error_maps import ErrorMaps
 from wgsl_splat.contract.state import HostArrays
 from wgsl_splat.contract.step import View
+from wgsl_splat.data.default_scene import default_dataset
 from wgsl_splat.data.images import edge_pixels
 from wgsl_splat.reference.state import HostState
 from wgsl_splat.reference.step import CpuTrainStep
@@ -35,6 +36,7 @@ from wgsl_splat.strategy.fast import (
 )
 from wgsl_splat.tools.random_scene import random_scene
 from wgsl_splat.training.config import TrainConfig, make_config
+from wgsl_splat.training.startup import initial_count
 from wgsl_splat.training.views import TrainingViews
 
 FAST_STATS = tuple(s.name for s in Fast.statistics)
@@ -483,12 +485,14 @@ def test_the_fast_strategy_trains_and_resumes(tmp_path, device, gpu_ctx):
     with np.load(ckpt) as z:
         meta = json.loads(bytes(z["meta"]).decode())
         assert sorted(k[6:] for k in z.files if k.startswith("stats.")) == sorted(FAST_STATS)
-    assert meta["strategy"] == {"name": "fast", "state": {"n0": 600, "detail_budget": None,
+    start = initial_count(tiny_dataset(), cfg)        # the cloud's 600 and its background shell
+    assert start > 600
+    assert meta["strategy"] == {"name": "fast", "state": {"n0": start, "detail_budget": None,
                                                           "validation_best": None,
                                                           "validation_rises": 0,
                                                           "validation_stopped_at": None}}
     resumed, rsummary, _ = run(tmp_path / "resumed", cfg, resume=str(ckpt), **kw)
-    assert resumed.strategy.n0 == 600 and rsummary["iterations"] == 24
+    assert resumed.strategy.n0 == start and rsummary["iterations"] == 24
     if device == "cpu":   # the NumPy path resumes bit for bit
         for name, arr in trainer.step.get_model().arrays().items():
             np.testing.assert_array_equal(resumed.step.get_model().arrays()[name], arr)
@@ -687,7 +691,9 @@ def train(out, *args):
 def test_a_budget_below_the_starting_points_is_refused_before_anything_is_written(tmp_path):
     out = tmp_path / "run"
     res = train(out, "--budget", "2000", "--iters", "1")
-    assert_one_line_error(res, "the fast strategy's budget (--budget 2000) is below the 3000 "
+    start = initial_count(default_dataset(resolution=8), TrainConfig())   # 3 000 and the shell
+    assert start > 3000
+    assert_one_line_error(res, f"the fast strategy's budget (--budget 2000) is below the {start} "
                                "Gaussians the run starts with")
     assert "init:" not in res.output and os.listdir(out) == [".lock"]
 
