@@ -17,7 +17,9 @@ from wgsl_splat.app.cli import main
 from wgsl_splat.app.run_dir import RunLock
 from wgsl_splat.contract.optim import LR_GROUPS
 from wgsl_splat.data.default_scene import default_dataset
+from wgsl_splat.training.config import TrainConfig
 from wgsl_splat.training.errors import TrainingError
+from wgsl_splat.training.startup import initial_count
 from wgsl_splat.training.trainer import Trainer
 
 QUICK = ["--preset", "smoke", "-r", "8", "--device", "cpu"]
@@ -320,10 +322,12 @@ def test_what_can_be_refused_is_refused_before_anything_is_written(tmp_path):
     assert_one_line_error(train(out, "--batch-size", "10", "--iters", "1"), "batch size 10: must be 1..9")
     assert not out.exists()
     res = train(out, "--strategy", "mcmc", "--cap-max", "100", "--iters", "1")
-    assert_one_line_error(res, "--cap-max 100 is below the 3000 Gaussians the run starts with")
+    start = initial_count(default_dataset(resolution=8), TrainConfig())   # 3 000 and the shell
+    assert start > 3000
+    assert_one_line_error(res, f"--cap-max 100 is below the {start} Gaussians the run starts with")
     assert "decoding images" not in res.output and "init:" not in res.output
     assert os.listdir(out) == [".lock"]
-    res = train(out, "--strategy", "mcmc", "--cap-max", "3000", "--iters", "1")   # corrected
+    res = train(out, "--strategy", "mcmc", "--cap-max", str(start), "--iters", "1")   # corrected
     assert res.exit_code == 0, res.output
 
 

@@ -23,11 +23,14 @@ from wgsl_splat.contract.state import (
     RowEdit,
     RowTable,
 )
+from wgsl_splat.data.default_scene import default_dataset
 from wgsl_splat.model import GaussianModel
 from wgsl_splat.reference import rows
 from wgsl_splat.reference.projection import quat_to_rotmat
 from wgsl_splat.strategy import MCMCConfig
 from wgsl_splat.strategy.adc import ADC_STATS, ADCRound
+from wgsl_splat.training.config import TrainConfig
+from wgsl_splat.training.startup import initial_count
 
 
 @pytest.fixture
@@ -144,7 +147,8 @@ def test_adc_grows_no_further_than_the_views_observe(tmp_path):
 
     assert training_view_pixels(tiny_dataset()) == (32 * 32,) * 14
     cfg = tiny_config()
-    cfg.strategies["adc"].max_params_per_observation = 0.88      # 641 Gaussians, 600 to start with
+    cfg.background_fraction = 0.0                                 # the cloud alone: 600 to start with
+    cfg.strategies["adc"].max_params_per_observation = 0.88      # 641 Gaussians
     trainer, summary, _ = run(tmp_path, cfg)
     log = (tmp_path / "train.log").read_text()
     assert "densification capped at 641 Gaussians" in log and "observed values" in log, log
@@ -272,6 +276,7 @@ def test_add_by_opacity_and_perturb(rng):
 def test_mcmc_run_grows_to_its_cap_and_resumes_exactly(tmp_path):
     cfg = tiny_config(24)
     cfg.strategy = "mcmc"
+    cfg.background_fraction = 0.0                  # the cloud alone
     cfg.strategies["mcmc"] = MCMCConfig(cap_max=650, start=4, stop=20, every=4)   # 600 -> 630 -> 650 -> 650
     full, summary, full_losses = run(tmp_path / "full", cfg)
     assert summary["num_gaussians"] == 650
@@ -290,7 +295,9 @@ def test_strategy_bad_input(tmp_path):
     runner = CliRunner()
     base = ["train", "--preset", "smoke", "--iters", "4", "-r", "8", "--device", "cpu"]
     res = runner.invoke(main, base + ["--strategy", "mcmc", "--cap-max", "10", "--out", str(tmp_path / "a")])
-    assert res.exit_code == 1 and "--cap-max 10 is below the 3000 Gaussians" in res.output
+    start = initial_count(default_dataset(resolution=8), TrainConfig())   # 3 000 and the shell
+    assert start > 3000
+    assert res.exit_code == 1 and f"--cap-max 10 is below the {start} Gaussians" in res.output
     assert "Traceback" not in res.output
     res = runner.invoke(main, base + ["--strategy", "nosuch", "--out", str(tmp_path / "b")])
     assert res.exit_code == 2 and "'nosuch' is not one of 'adc', 'fast', 'mcmc'" in res.output

@@ -9,11 +9,12 @@ from types import SimpleNamespace
 import numpy as np
 import pytest
 from click.testing import CliRunner
-from test_trainer import run, tiny_config
+from test_trainer import run, tiny_config, tiny_dataset
 
 from wgsl_splat.app.cli import main
 from wgsl_splat.data.ply import load_ply
 from wgsl_splat.gpu.step import GpuTrainStep
+from wgsl_splat.training.startup import initial_count
 
 pytestmark = pytest.mark.gpu   # every test here needs an adapter
 
@@ -24,14 +25,16 @@ def gpu_factory(gpu_ctx):
 
 
 def test_gpu_run_outputs_densification_and_log(tmp_path, gpu_factory):
-    trainer, summary, _ = run(tmp_path, tiny_config(), factory=gpu_factory)
-    assert summary["iterations"] == 24 and summary["num_gaussians"] != 600
+    cfg = tiny_config()
+    start = initial_count(tiny_dataset(), cfg)        # the cloud's 600 and its background shell
+    trainer, summary, _ = run(tmp_path, cfg, factory=gpu_factory)
+    assert summary["iterations"] == 24 and summary["num_gaussians"] != start
     assert summary["peak_device_bytes"] > 0
     model = load_ply(tmp_path / "point_cloud" / "iteration_24" / "point_cloud.ply")
     assert len(model) == summary["num_gaussians"]
     assert all(np.all(np.isfinite(a)) for a in model.arrays().values())
     log = (tmp_path / "train.log").read_text()
-    assert "densify: N 600 ->" in log and "opacity reset" in log
+    assert f"densify: N {start} ->" in log and "opacity reset" in log
     assert "device ms" in log and "rasterize" in log and "raster backward" in log
     assert "device wait" in log and "step (host)" in log          # the Amdahl split
     assert "WARNING" not in log
@@ -72,7 +75,10 @@ def test_real_scene_short_run_raises_test_psnr(tmp_path, mouse_dir):
     assert first["split"] == "test" and first["views"] == 7
     assert last["mean"]["psnr"] > first["mean"]["psnr"] + 6.0, (first["mean"], last["mean"])
     assert last["mean"]["psnr"] > 15.0
-    assert "densify: N 4443 ->" in (out / "train.log").read_text()
+    log = (out / "train.log").read_text()
+    shell = int(re.search(r"init: 4443 points from the scene's point cloud, (\d+) on the "
+                          r"background shell", log).group(1))
+    assert shell > 0 and f"densify: N {4443 + shell} ->" in log
     assert os.path.isfile(out / "point_cloud" / "iteration_200" / "point_cloud.ply")
 
 
