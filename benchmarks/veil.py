@@ -50,12 +50,7 @@ def seen_by(model, cameras) -> np.ndarray:
     """For every Gaussian, how many of ``cameras`` hold its centre in their frustum."""
     count = np.zeros(model.num, int)
     for cam in cameras:
-        t = model.means.astype(np.float64) @ cam.rotation.T + cam.translation
-        z = t[:, 2]
-        with np.errstate(divide="ignore", invalid="ignore"):
-            u = cam.fx * t[:, 0] / z + cam.cx
-            v = cam.fy * t[:, 1] / z + cam.cy
-        count += (z > 0) & (u >= 0) & (u < cam.width) & (v >= 0) & (v < cam.height)
+        count += cam.sees(model.means)
     return count
 
 

@@ -120,3 +120,13 @@ def test_a_run_configured_before_the_shell_resumes_without_it():
     assert d["background_fraction"] == 0.5
     del d["background_fraction"]
     assert TrainConfig.from_dict(d).background_fraction == 0.0
+
+
+def test_a_camera_sees_what_lies_in_front_of_it_inside_its_image():
+    cam = Camera.look_at([0.0, 0.0, -4.0], [0.0, 0.0, 0.0], width=40, height=30)
+    rng = np.random.default_rng(3)
+    pts = rng.uniform(-8, 8, (4000, 3))
+    pts[:5] = [[0, 0, -4], [0, 0, -5], [0, 0, 0], [0, 0, -3.9], [0, 0, -3.95]]   # at/behind/ahead
+    np.testing.assert_array_equal(cam.sees(pts), seen_by(pts, [cam]) == 1)
+    assert cam.sees(pts[:5]).tolist() == [False, False, True, True, True]
+    assert cam.sees(pts[:5], near=0.08).tolist() == [False, False, True, True, False]

@@ -64,6 +64,15 @@ class Camera:
         """Camera centre in world coordinates, -Rᵀt."""
         return -self.rotation.T @ self.translation
 
+    def sees(self, points: np.ndarray, near: float = 0.0) -> np.ndarray:
+        """Whether each world point (N, 3) lies in front of the camera (depth > ``near``) and
+        projects inside its image, as a pinhole projects it; (N,) bool."""
+        t = np.asarray(points, np.float64) @ self.rotation.T + self.translation
+        z = np.where(t[:, 2] > near, t[:, 2], 1.0)      # behind: any finite depth, masked below
+        u = self.fx * t[:, 0] / z + self.cx
+        v = self.fy * t[:, 1] / z + self.cy
+        return (t[:, 2] > near) & (u >= 0) & (u < self.width) & (v >= 0) & (v < self.height)
+
     @property
     def tan_half_fov_x(self) -> float:
         return 0.5 * self.width / self.fx

@@ -69,11 +69,7 @@ def background_shell(dataset, cfg: TrainConfig) -> np.ndarray:
     points = middle + cfg.background_radius * reach * fibonacci_sphere(count)
     seen = np.zeros(len(points), bool)
     for cam in train:
-        t = points @ cam.rotation.T + cam.translation
-        z = np.where(t[:, 2] > 0, t[:, 2], 1.0)
-        u = cam.fx * t[:, 0] / z + cam.cx
-        v = cam.fy * t[:, 1] / z + cam.cy
-        seen |= (t[:, 2] > 0) & (u >= 0) & (u < cam.width) & (v >= 0) & (v < cam.height)
+        seen |= cam.sees(points)
     return points[seen]
 
 
