@@ -405,6 +405,18 @@ def test_a_runs_budget_is_measured_on_its_training_views():
     assert fast.budget == int(0.35 * want)
 
 
+def test_parabola_ramp_front_loads_the_budget():
+    # Taming 3DGS's curve: N0 + (B - N0)(2t - t^2), its slope twice the line's at the start
+    # and 0 at grow_until; the same end points as the line
+    linear = Fast(FastConfig(start=500, grow_until=2500, budget=10_000), ctx())
+    parab = Fast(FastConfig(start=500, grow_until=2500, budget=10_000, budget_ramp="parabola"),
+                 ctx())
+    for it, t in ((500, 0.0), (1000, 0.25), (1500, 0.5), (2000, 0.75), (2500, 1.0), (4000, 1.0)):
+        assert linear.target(it, 2000) == int(2000 + 8000 * t)
+        assert parab.target(it, 2000) == int(2000 + 8000 * (2 * t - t * t))
+    assert parab.target(1000, 2000) - 2000 == 2 * (linear.target(1000, 2000) - 2000) - 500
+
+
 def test_resolution_schedule_and_growth_target():
     cfg = FastConfig(resolution_schedule="4@0,2@1000,1@2000", start=500, grow_until=2500,
                      budget=10_000)

@@ -30,7 +30,8 @@ edge the training views show (:meth:`~wgsl_splat.data.dataset.Dataset.edge_pixel
 contrast of their edges, detail finer than a view reduced to ``detail_pixels`` not counted): flat
 regions need few Gaussians, and more would become fog (docs/benchmarks.md, issue 36 — mouse's
 views of a white desk hold no more than its SfM points, lego's detailed views gained from 1.5–2×
-what their pixel count gave). The room grows linearly from the start to ``grow_until`` and, while
+what their pixel count gave). The room grows from the start to ``grow_until``, linearly or
+(``budget_ramp``) on Taming's parabola (measured no better: docs/benchmarks.md), and, while
 the resolution schedule trains below the training resolution, is divided by the square of its
 factor (DashGaussian: no more Gaussians than the pixels can constrain). A scene without a point cloud starts from
 ``init_fraction`` of the budget in random points.
@@ -109,6 +110,10 @@ class FastConfig:
     stop: int = shared_option("stop", 3000)
     every: int = shared_option("every")
     grow_until: int = option(3000, "The budget is reached by this step.", minimum=1)
+    budget_ramp: str = option(
+        "linear", "How the budget curve rises from the start to grow_until: linearly, or as Taming "
+                  "3DGS's parabola (twice as steep at the start, flat at the budget).",
+        choices=("linear", "parabola"))
     max_growth: float = option(0.5, "A round adds at most this fraction of N.", minimum=0.0)
     views: int = option(10, "Training views observed per round (FastGS: 10).", minimum=1)
     error_threshold: float = option(
@@ -273,6 +278,8 @@ class Fast(Strategy):
         c = self.config
         span = max(c.grow_until - c.start, 1)
         ramp = min(1.0, max(0.0, (iteration - c.start) / span))
+        if c.budget_ramp == "parabola":
+            ramp = 1.0 - (1.0 - ramp) ** 2
         f = self.resolution(iteration)
         return int(n0 + max(self.budget - n0, 0) * ramp / (f * f))
 
