@@ -176,7 +176,7 @@ def test_adc_and_fast_share_one_split_clone_prune_section():
     for cls in (ADCConfig, FastConfig):
         shared = {f.name: f.metadata["shared"] for f in dataclasses.fields(cls)
                   if "shared" in f.metadata}
-        assert len(shared) == len(dataclasses.fields(scp.SplitClonePruneOptions)) == 17, cls
+        assert len(shared) == len(dataclasses.fields(scp.SplitClonePruneOptions)) == 16, cls
         assert all(k == v for k, v in shared.items()), cls
     fragment = wgsl_beside(scp.__file__, "split_clone_prune.wgsl")
     names = re.findall(r"^\s*(\w+):", fragment, re.M)
