@@ -73,7 +73,6 @@ class ADCConfig:
     validation_interval: int = shared_option("validation_interval")
     validation_tolerance: float = shared_option("validation_tolerance")
     validation_patience: int = shared_option("validation_patience")
-    validation_min_gain: float = shared_option("validation_min_gain")   # off: 3DGS's growth
 
 
 @dataclass(frozen=True)

@@ -23,9 +23,7 @@ A round (every ``every`` steps from ``start`` to ``stop``):
 3. before the growth of a round on the ``validation_interval``, the mean L1 of every
    ``validation_every_nth`` training view, withheld from the steps and the observations while
    densifying: the first time it is more than ``validation_tolerance`` above its lowest so far,
-   or once its lowest over five checks is less than ``validation_min_gain`` under the lowest
-   before them, densification ends there (:mod:`~wgsl_splat.strategy.growth_validation`, shared
-   with ADC, where the second rule is off).
+   densification ends there (:mod:`~wgsl_splat.strategy.growth_validation`, shared with ADC).
 
 The budget is ``budget`` Gaussians, or by default ``budget_per_edge_pixel`` Gaussians per pixel of
 edge the training views show (:meth:`~wgsl_splat.data.dataset.Dataset.edge_pixels`: the length ×
@@ -131,9 +129,6 @@ class FastConfig:
     validation_interval: int = shared_option("validation_interval")
     validation_tolerance: float = shared_option("validation_tolerance")
     validation_patience: int = shared_option("validation_patience")
-    # the embedded scene's growth after its error stopped falling cost its held-out views
-    # 0.1-0.2 dB (docs/benchmarks.md, nineteenth session); lego's falls 3 % or more per window
-    validation_min_gain: float = shared_option("validation_min_gain", 0.01)
     score: str = option("error", "What ranks the rows when more want to grow than the room "
                                  "holds: the error they are part of over the observed views, or "
                                  "3DGS's mean gradient.", choices=("error", "gradient"))

@@ -9,12 +9,8 @@ ends at that step as it would at ``stop``: no more rounds or resets, and the wit
 from then on. Gaussians beyond what the views constrain fit the training views at the others'
 expense (mouse's fog, docs/benchmarks.md); only views the growth has not seen show it. A patience
 above 1 lets one rise pass as noise (fox's falling error moves 2–3 % from check to check); it is 1
-by default, as no scene measured has gained from more (docs/benchmarks.md). With
-``validation_min_gain`` densification also ends when the error has stopped falling: its lowest over
-the last :data:`PLATEAU_CHECKS` checks within the tolerance less than that fraction under its lowest
-before them (the
-embedded scene's error is flat for ten checks while N grows by half, and its held-out views lose
-what the growth adds). The test views are never used.
+by default, as no scene measured has gained from more (docs/benchmarks.md). The test views are
+never used.
 
 The options are declared with the shared split/clone/prune options
 (:class:`~wgsl_splat.strategy.split_clone_prune.SplitClonePruneOptions`); a strategy keeps one
@@ -24,8 +20,6 @@ The options are declared with the shared split/clone/prune options
 from __future__ import annotations
 
 import numpy as np
-
-PLATEAU_CHECKS = 5   # the window validation_min_gain compares with the checks before it
 
 
 class GrowthValidation:
@@ -38,7 +32,6 @@ class GrowthValidation:
         self.rises = 0                         # checks above the tolerance in a row
         self.held_at: int | None = None        # the last check above it that did not end growth
         self.stopped_at: int | None = None     # the check that ended densification
-        self.errors: list[float] = []         # every check's L1 since the last reset
 
     @property
     def stop(self) -> int:
@@ -63,7 +56,6 @@ class GrowthValidation:
         """An opacity reset: the errors before it are no measure of the model after it."""
         self.best = None
         self.rises = 0
-        self.errors = []
 
     def check(self, iteration: int, n: int, name: str) -> list[str]:
         """At a round on the interval, before it grows: the withheld views' L1 (log lines of
@@ -88,15 +80,6 @@ class GrowthValidation:
                     f"grows nothing"]
         self.rises = 0
         self.best = err if best is None else min(best, err)
-        self.errors.append(err)
-        w, gain = PLATEAU_CHECKS, c.validation_min_gain
-        if gain > 0 and len(self.errors) > w:
-            before, recent = min(self.errors[:-w]), min(self.errors[-w:])
-            if recent > before * (1.0 - gain):
-                self.stopped_at = iteration
-                return [f"{line}: its lowest over the last {w} checks is {1 - recent / before:.1%} "
-                        f"under the lowest before them (less than {gain:.1%}): densification "
-                        f"ends at N {n}"]
         return [line]
 
     def ended(self, iteration: int) -> bool:
@@ -109,7 +92,7 @@ class GrowthValidation:
 
     def state_dict(self) -> dict:
         return dict(validation_best=self.best, validation_rises=self.rises,
-                    validation_stopped_at=self.stopped_at, validation_errors=list(self.errors))
+                    validation_stopped_at=self.stopped_at)
 
     def load_state_dict(self, state: dict) -> None:
         best, stopped = state.get("validation_best"), state.get("validation_stopped_at")
@@ -117,5 +100,4 @@ class GrowthValidation:
             stopped = 0   # a run of 2026-11-28 whose growth had stopped: densification is over
         self.best = None if best is None else float(best)
         self.rises = int(state.get("validation_rises", 0))
-        self.errors = [float(e) for e in state.get("validation_errors", [])]
         self.stopped_at = None if stopped is None else int(stopped)

@@ -67,10 +67,6 @@ class SplitClonePruneOptions:
     validation_patience: int = option(
         1, "Consecutive evaluations above the tolerance that end densification; a round whose "
            "evaluation is above it grows nothing.", minimum=1)
-    validation_min_gain: float = option(
-        0.0, "Densification also ends when the withheld views' lowest L1 over the last 5 "
-             "evaluations is less than this fraction under their lowest before them: growth no "
-             "longer pays (0: off).", minimum=0.0, maximum=1.0)
 
 
 _DECLARED = {f.name: f for f in dataclasses.fields(SplitClonePruneOptions)}

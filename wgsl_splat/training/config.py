@@ -166,8 +166,6 @@ def _upgrade(d: dict) -> dict:
                      if k not in ("budget_per_observation", "full_view_pixels")}
         # 2026-11-28: growth validated on withheld views; a run begun without it goes on so
         d["fast"].setdefault("validation_every_nth", 0)
-        # 2026-11-29: growth also ends when the withheld error stops falling; a run begun without
-        d["fast"].setdefault("validation_min_gain", 0.0)
     # 2026-11-29: the background shell; a run configured before it started without one
     d.setdefault("background_fraction", 0.0)
     if "constant_lr_scale" in d.get("optim", {}):   # 2026-11-28: the fast preset's first rates
