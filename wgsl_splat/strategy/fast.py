@@ -31,8 +31,9 @@ contrast of their edges, detail finer than a view reduced to ``detail_pixels`` n
 regions need few Gaussians, and more would become fog (docs/benchmarks.md, issue 36 — mouse's
 views of a white desk hold no more than its SfM points, lego's detailed views gained from 1.5–2×
 what their pixel count gave). The room grows from the start to ``grow_until``, linearly or
-(``budget_ramp``) on Taming's parabola (measured no better: docs/benchmarks.md), and, while
-the resolution schedule trains below the training resolution, is divided by the square of its
+(``budget_ramp``) on Taming's parabola (lego +0.02 to +0.06 dB at the end; on mouse the
+validation ends growth first: docs/benchmarks.md, nineteenth session), and, while the
+resolution schedule trains below the training resolution, is divided by the square of its
 factor (DashGaussian: no more Gaussians than the pixels can constrain). A scene without a point cloud starts from
 ``init_fraction`` of the budget in random points.
 """
