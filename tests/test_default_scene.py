@@ -9,7 +9,9 @@ import numpy as np
 import pytest
 
 from wgsl_splat.camera import Camera
+from wgsl_splat.data import default_scene
 from wgsl_splat.data.default_scene import (
+    PIXEL_SAMPLES,
     WORLD_UP,
     SceneData,
     make_default_scene,
@@ -98,8 +100,8 @@ def check_points_against_render(cam: Camera, img: np.ndarray, depth: np.ndarray,
 def test_point_cloud_matches_render(scene):
     seen = np.zeros(len(scene.points), int)
     for cam, image in zip(scene.cameras, scene.images):
-        img, depth = raycast(cam, return_depth=True)
-        np.testing.assert_array_equal(img, image)
+        np.testing.assert_array_equal(raycast(cam, samples=PIXEL_SAMPLES), image)
+        img, depth = raycast(cam, return_depth=True)     # pixel centres: the points' colours
         u, v, z = project(cam, scene.points)
         check_points_against_render(cam, img, depth, scene.points, scene.colors)
         inside = (z > 0.1) & (u >= 0) & (u < cam.width) & (v >= 0) & (v < cam.height)
@@ -107,6 +109,36 @@ def test_point_cloud_matches_render(scene):
         iv = np.clip(np.floor(v).astype(int), 0, cam.height - 1)
         seen += inside & (np.abs(depth[iv, iu] - z) < 0.05)
     assert np.mean(seen >= 2) > 0.9  # SfM-like: points are seen from several views
+
+
+def _box_filtered(cam: Camera, n: int) -> np.ndarray:
+    """The mean of a full n × n grid of rays in every pixel, cast through the module's rays."""
+    prims = default_scene._build_scene()
+    offsets = (np.arange(n) + 0.5) / n
+    color, _, _ = default_scene._colors(prims, *default_scene._camera_rays(cam, offsets),
+                                        np.zeros(3))
+    return color.reshape(cam.height, cam.width, n * n, 3).mean(axis=2)
+
+
+def test_antialiased_images():
+    # The scene's images average PIXEL_SAMPLES² rays where a pixel's centre differs from a
+    # neighbour's: what a full grid of rays in every pixel gives, and closer than one centre ray
+    # to the pixel's true mean (many more rays), texture edges mixed.
+    cam = Camera.look_at((2.2, -2.6, 1.9), (0.0, 0.0, 0.35), up=WORLD_UP, fov_x_deg=50.0,
+                         width=64, height=48)
+    centre, depth = raycast(cam, return_depth=True)
+    aa, aa_depth = raycast(cam, samples=PIXEL_SAMPLES, return_depth=True)
+    np.testing.assert_array_equal(depth, aa_depth)       # depth stays the pixel centre's
+    full = _box_filtered(cam, PIXEL_SAMPLES)
+    assert np.abs(aa - full).mean() < 2e-3 * np.abs(centre - full).mean() + 1e-4
+    truth = _box_filtered(cam, 8)
+    assert np.abs(aa - truth).mean() < 0.5 * np.abs(centre - truth).mean()
+    # Centre rays give only the scene's shades; averaged edges add colours between them.
+    assert len(np.unique(aa.reshape(-1, 3), axis=0)) > 1.2 * len(np.unique(centre.reshape(-1, 3),
+                                                                             axis=0))
+    assert aa.dtype == np.float32 and 0.0 <= aa.min() and aa.max() <= 1.0
+    with pytest.raises(ValueError, match="at least 1"):
+        raycast(cam, samples=0)
 
 
 def test_general_intrinsics():

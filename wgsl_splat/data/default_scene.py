@@ -3,7 +3,8 @@
 A checkered ground square carries three textured spheres and a rotated checkered box, lit by a
 fixed directional light (Lambertian with ambient term and hard shadows). Images are rendered by
 analytic ray casting in NumPy, a method independent of the splat renderer, so a trained model can
-be checked against ground truth that shares no code with it. Cameras sit on the upper hemisphere
+be checked against ground truth that shares no code with it; pixels with an edge average several
+rays, as a camera's pixel integrates the light over its area. Cameras sit on the upper hemisphere
 looking at the centre (OpenCV convention). World up is +z; the ground is the plane z = 0.
 
 Shading depends only on the surface point (no specular), so the colour of a surface point is the
@@ -18,13 +19,21 @@ import numpy as np
 
 from ..camera import Camera
 
-__all__ = ["SceneData", "make_default_scene", "raycast", "scene_extent", "WORLD_UP"]
+__all__ = ["PIXEL_SAMPLES", "SceneData", "make_default_scene", "raycast", "scene_extent",
+           "WORLD_UP"]
 
 WORLD_UP = np.array([0.0, 0.0, 1.0])
 _LIGHT_DIR = np.array([0.45, 0.3, 1.0]) / np.linalg.norm([0.45, 0.3, 1.0])  # towards the light
 _AMBIENT = 0.3
 _EPS = 1e-6
 _TARGET = np.array([0.0, 0.0, 0.35])  # the cameras' look-at point: middle of the objects' height
+# Rays per pixel along each axis for the scene's images. A camera's pixel integrates the light
+# over its area; one ray through its centre samples textures finer than a pixel (the box's cells,
+# the far ground's checker edges) in a pattern that differs from view to view, which a model
+# can fit in the training views but never predict in a held-out one.
+PIXEL_SAMPLES = 3
+# Neighbouring pixel centres closer in colour than this are on smoothly shaded surface.
+_SMOOTH_STEP = 0.05
 
 
 @dataclass
@@ -235,45 +244,77 @@ def _shade(prims: list, p: np.ndarray, idx: np.ndarray) -> np.ndarray:
     return albedo * light[:, None]
 
 
-def _camera_rays(cam: Camera) -> tuple[np.ndarray, np.ndarray]:
-    """World-space rays through the pixel centres (integer + 0.5), row-major.
+def _camera_rays(cam: Camera, offsets=(0.5,),
+                 pixels: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
+    """World-space rays through the points ``offsets`` × ``offsets`` of each pixel (0.5: its
+    centre) of ``pixels`` (flat row-major indices; default all), a pixel's rays consecutive.
 
     The directions are not normalised: their camera-space z is 1, so the hit parameter t is the
     OpenCV depth z of the hit point, which makes depth maps and projection checks direct.
     """
-    u = np.arange(cam.width) + 0.5
-    v = np.arange(cam.height) + 0.5
-    uu, vv = np.meshgrid(u, v)
+    if pixels is None:
+        pixels = np.arange(cam.width * cam.height)
+    off = np.asarray(offsets, np.float64)
+    ov, ou = (x.ravel() for x in np.meshgrid(off, off, indexing="ij"))
+    uu = (pixels % cam.width)[:, None] + ou
+    vv = (pixels // cam.width)[:, None] + ov
     d_cam = np.stack([(uu - cam.cx) / cam.fx, (vv - cam.cy) / cam.fy, np.ones_like(uu)], axis=-1)
     d = d_cam.reshape(-1, 3) @ cam.rotation  # row-vector form of Rᵀ d_cam
     return np.broadcast_to(cam.center, d.shape), d
 
 
+def _colors(prims: list, o: np.ndarray, d: np.ndarray, background: np.ndarray):
+    """Shaded colours (clipped to [0, 1]), hit depths and primitive indices of rays."""
+    t, idx = _cast(prims, o, d)
+    color = np.empty_like(d)
+    color[:] = background
+    hit = idx >= 0
+    color[hit] = _shade(prims, o[hit] + t[hit, None] * d[hit], idx[hit])
+    return np.clip(color, 0.0, 1.0), t, idx
+
+
+def _discontinuous(img: np.ndarray, idx: np.ndarray, tolerance: float) -> np.ndarray:
+    """Pixels whose centre differs from one of its 8 neighbours' in primitive or colour."""
+    h, w = idx.shape
+    pad_i = np.pad(idx, 1, mode="edge")
+    pad_c = np.pad(img, ((1, 1), (1, 1), (0, 0)), mode="edge")
+    out = np.zeros((h, w), bool)
+    for dy in (0, 1, 2):
+        for dx in (0, 1, 2):
+            out |= pad_i[dy:dy + h, dx:dx + w] != idx
+            out |= (np.abs(pad_c[dy:dy + h, dx:dx + w] - img) > tolerance).any(axis=-1)
+    return out
+
+
 def raycast(cameras: Camera | list[Camera], background=(0.0, 0.0, 0.0), *,
-            return_depth: bool = False):
-    """Ray-cast the default scene from ``cameras`` (one camera or a list, cast in one batch).
+            samples: int = 1, return_depth: bool = False):
+    """Ray-cast the default scene from ``cameras`` (one camera or a list).
 
     Returns (H,W,3) float32 images in [0,1] (a list for a list of cameras); with
-    ``return_depth`` also (H,W) float64 OpenCV depth maps, +inf where nothing is hit.
+    ``return_depth`` also (H,W) float64 OpenCV depth maps along the pixel centres, +inf where
+    nothing is hit. ``samples`` > 1 antialiases as a camera's pixel integrates light over its
+    area: a pixel whose centre differs from a neighbour's (an edge, a shadow's border, a texture
+    cell) is the mean of a stratified ``samples`` × ``samples`` grid of rays; elsewhere shading
+    varies smoothly and the centre is the pixel's mean.
     """
+    if samples < 1:
+        raise ValueError(f"samples must be at least 1, got {samples}")
     single = isinstance(cameras, Camera)
     cams = [cameras] if single else list(cameras)
     prims = _build_scene()
-    rays = [_camera_rays(c) for c in cams]
-    o = np.concatenate([r[0] for r in rays])
-    d = np.concatenate([r[1] for r in rays])
-    t, idx = _cast(prims, o, d)
-    color = np.empty_like(o)
-    color[:] = np.asarray(background, np.float64)
-    hit = idx >= 0
-    color[hit] = _shade(prims, o[hit] + t[hit, None] * d[hit], idx[hit])
-    images, depths, start = [], [], 0
+    background = np.asarray(background, np.float64)
+    images, depths = [], []
     for c in cams:
-        end = start + c.width * c.height
-        img = np.clip(color[start:end], 0.0, 1.0).astype(np.float32)
-        images.append(img.reshape(c.height, c.width, 3))
-        depths.append(t[start:end].reshape(c.height, c.width))
-        start = end
+        color, t, idx = _colors(prims, *_camera_rays(c), background)
+        img = color.reshape(c.height, c.width, 3)
+        if samples > 1:
+            pixels = np.flatnonzero(_discontinuous(img, idx.reshape(c.height, c.width),
+                                                   _SMOOTH_STEP))
+            offsets = (np.arange(samples) + 0.5) / samples
+            sub, _, _ = _colors(prims, *_camera_rays(c, offsets, pixels), background)
+            img.reshape(-1, 3)[pixels] = sub.reshape(len(pixels), samples * samples, 3).mean(1)
+        images.append(img.astype(np.float32))
+        depths.append(t.reshape(c.height, c.width))
     if single:
         images, depths = images[0], depths[0]
     return (images, depths) if return_depth else images
@@ -347,11 +388,12 @@ def _sample_points(prims: list, cams: list[Camera], num: int, rng: np.random.Gen
 
 def make_default_scene(width: int = 128, height: int = 128, num_cameras: int = 24,
                        num_points: int = 3000, seed: int = 0, *,
-                       background=(0.0, 0.0, 0.0)) -> SceneData:
+                       background=(0.0, 0.0, 0.0), samples: int = PIXEL_SAMPLES) -> SceneData:
     """Build the default scene: ray-cast images, cameras and a point cloud.
 
     Deterministic for a given ``seed``; the cameras and images do not depend on it, only the point
     cloud does. Cameras are named ``view_000`` … so sorting by name keeps their order.
+    ``samples``: rays along a pixel's side where the pixel holds an edge (see :func:`raycast`).
     """
     if num_cameras < 2:
         raise ValueError("the default scene needs at least 2 cameras")
@@ -359,7 +401,7 @@ def make_default_scene(width: int = 128, height: int = 128, num_cameras: int = 2
     prims = _build_scene()
     cams = _ring_cameras(num_cameras, width, height)
     background = np.asarray(background, np.float32).reshape(3)
-    images = raycast(cams, background)
+    images = raycast(cams, background, samples=samples)
     points, colors = _sample_points(prims, cams, num_points, rng)
     return SceneData(cams, images, points, colors, "default_scene", background)
 
